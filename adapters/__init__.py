@@ -1,0 +1,1 @@
+"""Everything that touches the outside: stores, settings, CLI, HTTP, generators."""

@@ -1,0 +1,129 @@
+"""Event store configuration for the embedded (SQLite) and scaled (PostgreSQL) modes.
+
+Both recorders add the *read-set check*: inside the insert transaction, after the store's write
+lock is held, they compare the current version of every aggregate the command only read with
+the version it read, and abort the whole transaction if any moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import unquote, urlsplit
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Identifier
+
+from adapters.settings import Settings
+from application.dreaming import Dreaming
+from application.ports import ReadSetChangedError
+from application.write_model import WriteModel
+
+ReadSet = Mapping[UUID, int]
+
+
+def _moved(read_set: ReadSet, current: Mapping[UUID, int]) -> dict[UUID, tuple[int, int]]:
+    return {
+        aggregate_id: (expected, current.get(aggregate_id, 0))
+        for aggregate_id, expected in read_set.items()
+        if current.get(aggregate_id, 0) != expected
+    }
+
+
+class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
+    supports_read_set = True
+
+    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent],
+                       *, read_set: ReadSet | None = None, **kwargs: Any) -> Sequence[int] | None:
+        # Insert first: that takes SQLite's write lock, so the versions read below are final.
+        notification_ids = super()._insert_events(c, stored_events, **kwargs)
+        if read_set:
+            marks = ",".join("?" * len(read_set))
+            c.execute(
+                f"SELECT originator_id, MAX(originator_version) FROM {self.events_table_name} "
+                f"WHERE originator_id IN ({marks}) GROUP BY originator_id",
+                [aggregate_id.hex for aggregate_id in read_set],
+            )
+            current = {UUID(row[0]): row[1] for row in c.fetchall()}
+            moved = _moved(read_set, current)
+            if moved:
+                raise ReadSetChangedError(moved)
+        return notification_ids
+
+
+class ReadSetPostgresApplicationRecorder(PostgresApplicationRecorder):
+    supports_read_set = True
+
+    def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent],
+                       *, read_set: ReadSet | None = None, **kwargs: Any) -> None:
+        super()._insert_events(curs, stored_events, **kwargs)
+        if not read_set:
+            return
+        # Take the table's insert lock now (the insert takes it again, harmlessly), so no
+        # other writer can commit between this check and our commit.
+        self._lock_table(curs)
+        curs.execute(
+            SQL("SELECT originator_id, MAX(originator_version) AS version FROM {0}.{1} "
+                "WHERE originator_id = ANY(%s) GROUP BY originator_id").format(
+                Identifier(self.datastore.schema), Identifier(self.events_table_name)),
+            (list(read_set),),
+        )
+        current = {row["originator_id"]: row["version"] for row in curs.fetchall()}
+        moved = _moved(read_set, current)
+        if moved:
+            raise ReadSetChangedError(moved)
+
+
+def _topic(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def postgres_env(database_url: str, settings: Settings | None = None) -> dict[str, str]:
+    settings = settings or Settings()
+    url = urlsplit(database_url)
+    if url.scheme not in ("postgresql", "postgres") or not url.path.strip("/"):
+        msg = "DREAM_DATABASE_URL must look like postgresql://user:password@host:port/dbname"
+        raise ValueError(msg)
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "APPLICATION_RECORDER_TOPIC": _topic(ReadSetPostgresApplicationRecorder),
+        "POSTGRES_DBNAME": unquote(url.path.strip("/")),
+        "POSTGRES_HOST": url.hostname or "127.0.0.1",
+        "POSTGRES_PORT": str(url.port or 5432),
+        "POSTGRES_USER": unquote(url.username or ""),
+        "POSTGRES_PASSWORD": unquote(url.password or ""),
+        "POSTGRES_POOL_SIZE": str(settings.postgres_pool_size),
+        "POSTGRES_LOCK_TIMEOUT": str(settings.postgres_lock_timeout),
+    }
+
+
+def sqlite_env(settings: Settings) -> dict[str, str]:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "APPLICATION_RECORDER_TOPIC": _topic(ReadSetSQLiteApplicationRecorder),
+        "SQLITE_DBNAME": str(settings.data_dir / "events.sqlite3"),
+        "SQLITE_LOCK_TIMEOUT": str(settings.sqlite_lock_timeout),
+    }
+
+
+def application_env(settings: Settings) -> dict[str, str]:
+    if settings.database_url:
+        return postgres_env(settings.database_url, settings)
+    return sqlite_env(settings)
+
+
+def open_write_model(settings: Settings | None = None,
+                     cls: type[WriteModel] = Dreaming) -> Any:
+    """The write model configured from settings (default: ``DREAM_*`` environment)."""
+    return cls(env=application_env(settings or Settings()))
+
+
+def open_dreaming(settings: Settings | None = None) -> Dreaming:
+    app: Dreaming = open_write_model(settings, Dreaming)
+    return app

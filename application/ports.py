@@ -1,0 +1,36 @@
+"""Ports the write model needs, and the contract its event store must honour."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    return datetime.now(tz=UTC)
+
+
+class ReadSetChangedError(IntegrityError):
+    """Raised by a recorder inside the write transaction when a read aggregate has moved."""
+
+    def __init__(self, moved: Mapping[UUID, tuple[int, int]]) -> None:
+        super().__init__(f"{len(moved)} aggregate(s) read by this command changed")
+        self.moved = dict(moved)
+
+
+@runtime_checkable
+class ReadSetRecorder(Protocol):
+    """An application recorder that accepts ``read_set={aggregate_id: version}`` on insert.
+
+    Within the same transaction as the insert, it compares each listed aggregate's current
+    version (0 when it has no events) with the expected one and raises
+    :class:`ReadSetChangedError` if any differs, so nothing of the save is stored.
+    """
+
+    supports_read_set: bool

@@ -1,0 +1,106 @@
+"""The write model: one ``eventsourcing`` Application holding every aggregate.
+
+One application means one event store, so a single ``save()`` commits several aggregates
+atomically; a *read set* extends that save's optimistic check to aggregates it only read.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import Aggregate, DomainEventProtocol
+from eventsourcing.persistence import IntegrityError, Transcoder
+from eventsourcing.utils import EnvType
+
+from application.ports import Clock, ReadSetChangedError, ReadSetRecorder, system_clock
+from application.transcodings import register_reference_transcodings
+from domain.errors import DomainError, WriteConflictError
+
+T = TypeVar("T")
+A = TypeVar("A", bound=Aggregate)
+P = ParamSpec("P")
+MAX_WRITE_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Written(Generic[T]):
+    """What a command produced, and the event position to wait for (None: nothing changed)."""
+
+    value: T
+    position: int | None
+
+
+def retry_on_write_conflict(command: Callable[P, T]) -> Callable[P, T]:
+    """Re-run a command against fresh state after losing a race.
+
+    Commands re-check every guard on each run, so one with an expected version reports its own
+    domain conflict on the second run, while commutative ones (adding an entry) just succeed.
+    """
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        for _ in range(MAX_WRITE_ATTEMPTS - 1):
+            try:
+                return command(*args, **kwargs)
+            except WriteConflictError:
+                continue
+        return command(*args, **kwargs)
+
+    return wrapper
+
+
+class WriteModel(Application[UUID]):
+    """Event store access shared by the command handlers: load, save with a read set, history."""
+
+    name = "Dreaming"
+
+    def __init__(self, env: EnvType | None = None, clock: Clock = system_clock) -> None:
+        super().__init__(env)
+        self.clock = clock
+        if not isinstance(self.recorder, ReadSetRecorder):
+            msg = (f"{type(self.recorder).__name__} cannot check read sets; configure the "
+                   "application through adapters.persistence")
+            raise TypeError(msg)
+
+    def register_transcodings(self, transcoder: Transcoder) -> None:
+        super().register_transcodings(transcoder)
+        register_reference_transcodings(transcoder)
+
+    def load(self, aggregate_id: UUID, missing: Callable[[], DomainError],
+             version: int | None = None) -> Any:
+        try:
+            return self.repository.get(aggregate_id, version=version)
+        except AggregateNotFoundError:
+            raise missing() from None
+
+    def exists(self, aggregate_id: UUID) -> bool:
+        return aggregate_id in self.repository
+
+    def commit(self, *changed: Aggregate, read: Iterable[Aggregate] = ()) -> int | None:
+        """Save ``changed`` in one transaction, failing if any aggregate in ``read`` moved."""
+        changed_ids = {aggregate.id for aggregate in changed}
+        read_set = {a.id: a.version for a in read if a.id not in changed_ids}
+        try:
+            recordings = self.save(*changed, read_set=read_set)
+        except ReadSetChangedError as error:
+            raise WriteConflictError(
+                "an aggregate this command read changed before it committed",
+                moved=[{"aggregate_id": str(k), "expected": v[0], "actual": v[1]}
+                       for k, v in error.moved.items()],
+            ) from None
+        except IntegrityError:
+            raise WriteConflictError(
+                "another writer changed the same aggregate first; nothing was stored"
+            ) from None
+        return recordings[-1].notification.id if recordings else None
+
+    def history(self, aggregate_id: UUID) -> Sequence[DomainEventProtocol[UUID]]:
+        return list(self.events.get(aggregate_id))
+
+    def max_position(self) -> int:
+        return self.recorder.max_notification_id() or 0  # type: ignore[attr-defined]

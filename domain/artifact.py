@@ -1,0 +1,350 @@
+"""Artifact: immutable revisions of a Memory, Experience, Skill or Prompt.
+
+A Memory's revisions are produced by entry changes: each entry command appends one revision,
+and the manifest of any revision maps entry id -> (entry version id, content hash, status).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from domain.content import (
+    check_entry_kind,
+    check_entry_text,
+    entry_content_hash,
+    entry_version_id,
+    validate_content,
+)
+from domain.errors import (
+    ArtifactConflictError,
+    InvalidArtifactFamilyError,
+    MemoryEntryActiveError,
+    MemoryEntryExistsError,
+    MemoryEntryInactiveError,
+    MemoryEntryNotFoundError,
+    RevisionNotFoundError,
+)
+from domain.identity import artifact_aggregate_id, check_scope_id
+from domain.refs import (
+    ENTRY_ID_MAX,
+    EXPERIENCE,
+    MEMORY,
+    PROMPT,
+    SKILL,
+    ArtifactRef,
+    Lineage,
+    SourceRef,
+    check_family,
+    normalise,
+)
+from domain.text import check_identifier, check_text
+
+ACTIVE = "active"
+INACTIVE = "inactive"
+DEACTIVATION_REASON_MAX_BYTES = 2_000
+
+
+@dataclass(frozen=True)
+class ArtifactRevision:
+    revision: int
+    content: dict[str, Any]
+    lineage: Lineage
+    provenance: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EntryVersion:
+    entry_id: str
+    entry_version_id: str
+    version: int
+    kind: str
+    text: str
+    sources: tuple[SourceRef, ...]
+    artifacts: tuple[ArtifactRef, ...]
+    content_hash: str
+    revision: int
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    entry_version_id: str
+    content_hash: str
+    status: str
+
+
+@dataclass(frozen=True)
+class _EntryChange:
+    revision: int
+    entry_version_id: str
+    status: str
+
+
+class Artifact(Aggregate):
+    class Created(Aggregate.Created):
+        scope_id: str
+        family: str
+        artifact_id: str
+        content: dict[str, Any]
+        lineage: Lineage
+        provenance: dict[str, Any]
+
+    class Revised(Aggregate.Event):
+        revision: int
+        content: dict[str, Any]
+        lineage: Lineage
+        provenance: dict[str, Any]
+
+    class EntryAdded(Aggregate.Event):
+        revision: int
+        entry_id: str
+        entry_version_id: str
+        kind: str
+        text: str
+        sources: tuple[SourceRef, ...]
+        artifacts: tuple[ArtifactRef, ...]
+        content_hash: str
+
+    class EntryRevised(EntryAdded):
+        pass
+
+    class EntryDeactivated(Aggregate.Event):
+        revision: int
+        entry_id: str
+        reason: str
+
+    class EntryReactivated(Aggregate.Event):
+        revision: int
+        entry_id: str
+
+    @staticmethod
+    def create_id(scope_id: str, family: str, artifact_id: str) -> UUID:
+        return artifact_aggregate_id(scope_id, family, artifact_id)
+
+    @classmethod
+    def create(cls, scope_id: str, family: str, artifact_id: str, content: Mapping[str, Any],
+               lineage: Lineage, provenance: Mapping[str, Any]) -> Artifact:
+        family = check_family(family)
+        return cls(scope_id=check_scope_id(scope_id), family=family,
+                   artifact_id=check_identifier("artifact_id", artifact_id),
+                   content=validate_content(family, content), lineage=lineage,
+                   provenance=dict(provenance))
+
+    @event(Created)
+    def __init__(self, scope_id: str, family: str, artifact_id: str, content: dict[str, Any],
+                 lineage: Lineage, provenance: dict[str, Any]) -> None:
+        self.scope_id = scope_id
+        self.family = family
+        self.artifact_id = artifact_id
+        self.revisions = [ArtifactRevision(1, dict(content), lineage, dict(provenance))]
+        self.entry_versions: dict[str, list[EntryVersion]] = {}
+        self._entry_log: dict[str, list[_EntryChange]] = {}
+
+    # -- reads -------------------------------------------------------------------------------
+
+    @property
+    def head_revision(self) -> int:
+        return len(self.revisions)
+
+    @property
+    def head_ref(self) -> ArtifactRef:
+        return self.ref(self.head_revision)
+
+    def ref(self, revision: int) -> ArtifactRef:
+        return ArtifactRef(family=self.family, artifact_id=self.artifact_id, revision=revision)
+
+    def revision(self, revision: int) -> ArtifactRevision:
+        if type(revision) is not int or not 1 <= revision <= self.head_revision:
+            raise RevisionNotFoundError(
+                f"{self.family}/{self.artifact_id} has no revision {revision}",
+                revision=revision, head_revision=self.head_revision,
+            )
+        return self.revisions[revision - 1]
+
+    def manifest(self, revision: int | None = None) -> dict[str, ManifestEntry]:
+        """Entry id -> the version and status each entry had at ``revision`` (default: head)."""
+        at = self.revision(revision or self.head_revision).revision
+        manifest: dict[str, ManifestEntry] = {}
+        for entry_id, changes in self._entry_log.items():
+            current = [change for change in changes if change.revision <= at]
+            if current:
+                version = self.entry_version(entry_id, current[-1].entry_version_id)
+                manifest[entry_id] = ManifestEntry(
+                    current[-1].entry_version_id, version.content_hash, current[-1].status
+                )
+        return dict(sorted(manifest.items()))
+
+    def entry_version(self, entry_id: str, version_id: str) -> EntryVersion:
+        for version in self.entry_versions.get(entry_id, ()):
+            if version.entry_version_id == version_id:
+                return version
+        raise MemoryEntryNotFoundError(
+            f"memory {self.artifact_id} has no entry {entry_id!r} version {version_id!r}",
+            entry_id=entry_id, entry_version_id=version_id,
+        )
+
+    def entry_status(self, entry_id: str) -> str:
+        self.check_entry_exists(entry_id)
+        return self._entry_log[entry_id][-1].status
+
+    def current_entry(self, entry_id: str) -> EntryVersion:
+        self.check_entry_exists(entry_id)
+        return self.entry_versions[entry_id][-1]
+
+    # -- guards ------------------------------------------------------------------------------
+
+    def check_expected_revision(self, expected_revision: int | None) -> None:
+        if expected_revision is not None and expected_revision != self.head_revision:
+            raise ArtifactConflictError(
+                f"{self.family}/{self.artifact_id} is at revision {self.head_revision}, "
+                f"not {expected_revision}",
+                expected=expected_revision, current=self.head_ref.to_dict(),
+            )
+
+    def check_family(self, *families: str) -> None:
+        if self.family not in families:
+            raise InvalidArtifactFamilyError(
+                f"this command needs a {' or '.join(families)} artifact, not {self.family}",
+                family=self.family,
+            )
+
+    def check_entry_exists(self, entry_id: str) -> None:
+        if entry_id not in self._entry_log:
+            raise MemoryEntryNotFoundError(
+                f"memory {self.artifact_id} has no entry {entry_id!r}", entry_id=entry_id
+            )
+
+    def check_entry_active(self, entry_id: str) -> None:
+        if self.entry_status(entry_id) != ACTIVE:
+            raise MemoryEntryInactiveError(
+                f"entry {entry_id!r} is inactive", entry_id=entry_id
+            )
+
+    # -- ordinary artifacts ------------------------------------------------------------------
+
+    def revise(self, content: Mapping[str, Any], lineage: Lineage,
+               provenance: Mapping[str, Any], expected_revision: int | None) -> ArtifactRef:
+        self.check_family(EXPERIENCE, SKILL, PROMPT)
+        self.check_expected_revision(expected_revision)
+        self._revised(revision=self.head_revision + 1,
+                      content=validate_content(self.family, content), lineage=lineage,
+                      provenance=dict(provenance))
+        return self.head_ref
+
+    @event(Revised)
+    def _revised(self, revision: int, content: dict[str, Any], lineage: Lineage,
+                 provenance: dict[str, Any]) -> None:
+        self.revisions.append(ArtifactRevision(revision, dict(content), lineage, dict(provenance)))
+
+    # -- memory entries ----------------------------------------------------------------------
+
+    def add_entry(self, entry_id: str, kind: str, text: str, sources: Sequence[SourceRef],
+                  artifacts: Sequence[ArtifactRef], expected_revision: int | None = None,
+                  ) -> EntryVersion:
+        self.check_family(MEMORY)
+        check_identifier("entry_id", entry_id, ENTRY_ID_MAX)
+        self.check_expected_revision(expected_revision)
+        if entry_id in self._entry_log:
+            raise MemoryEntryExistsError(
+                f"memory {self.artifact_id} already has entry {entry_id!r}", entry_id=entry_id
+            )
+        self._entry_added(**self._entry_fields(entry_id, 1, kind, text, sources, artifacts))
+        return self.current_entry(entry_id)
+
+    def revise_entry(self, entry_id: str, kind: str, text: str, sources: Sequence[SourceRef],
+                     artifacts: Sequence[ArtifactRef], expected_revision: int | None = None,
+                     expected_entry_version_id: str | None = None) -> EntryVersion:
+        """Append a new entry version; identical content appends nothing."""
+        self.check_family(MEMORY)
+        self.check_expected_revision(expected_revision)
+        self.check_entry_active(entry_id)
+        current = self.current_entry(entry_id)
+        if expected_entry_version_id not in (None, current.entry_version_id):
+            raise ArtifactConflictError(
+                f"entry {entry_id!r} is at version {current.entry_version_id}",
+                expected_entry_version_id=expected_entry_version_id,
+                current_entry_version_id=current.entry_version_id,
+            )
+        fields = self._entry_fields(entry_id, current.version + 1, kind, text, sources, artifacts)
+        if fields["content_hash"] == current.content_hash:
+            return current
+        self._entry_revised(**fields)
+        return self.current_entry(entry_id)
+
+    def _entry_fields(self, entry_id: str, version: int, kind: str, text: str,
+                      sources: Sequence[SourceRef], artifacts: Sequence[ArtifactRef],
+                      ) -> dict[str, Any]:
+        kind, text = check_entry_kind(kind), check_entry_text(text)
+        sources, artifacts = normalise(sources), normalise(artifacts)
+        content_hash = entry_content_hash(kind, text, sources, artifacts)
+        return {
+            "revision": self.head_revision + 1, "entry_id": entry_id,
+            "entry_version_id": entry_version_id(self.artifact_id, entry_id, version, content_hash),
+            "kind": kind, "text": text, "sources": sources, "artifacts": artifacts,
+            "content_hash": content_hash,
+        }
+
+    @event(EntryAdded)
+    def _entry_added(self, revision: int, entry_id: str, entry_version_id: str, kind: str,
+                     text: str, sources: tuple[SourceRef, ...], artifacts: tuple[ArtifactRef, ...],
+                     content_hash: str) -> None:
+        self._append_entry_version(revision, entry_id, entry_version_id, kind, text, sources,
+                                   artifacts, content_hash, "entry_added")
+
+    @event(EntryRevised)
+    def _entry_revised(self, revision: int, entry_id: str, entry_version_id: str, kind: str,
+                       text: str, sources: tuple[SourceRef, ...],
+                       artifacts: tuple[ArtifactRef, ...], content_hash: str) -> None:
+        self._append_entry_version(revision, entry_id, entry_version_id, kind, text, sources,
+                                   artifacts, content_hash, "entry_revised")
+
+    def _append_entry_version(self, revision: int, entry_id: str, version_id: str, kind: str,
+                              text: str, sources: Sequence[SourceRef],
+                              artifacts: Sequence[ArtifactRef], content_hash: str,
+                              change: str) -> None:
+        versions = self.entry_versions.setdefault(entry_id, [])
+        versions.append(EntryVersion(entry_id, version_id, len(versions) + 1, kind, text,
+                                     tuple(sources), tuple(artifacts), content_hash, revision))
+        self._log_entry_change(revision, entry_id, version_id, ACTIVE, change)
+
+    def deactivate_entry(self, entry_id: str, reason: str = "deactivated",
+                         expected_revision: int | None = None) -> None:
+        self.check_family(MEMORY)
+        self.check_expected_revision(expected_revision)
+        self.check_entry_active(entry_id)
+        self._entry_deactivated(
+            revision=self.head_revision + 1, entry_id=entry_id,
+            reason=check_text("reason", reason, DEACTIVATION_REASON_MAX_BYTES),
+        )
+
+    @event(EntryDeactivated)
+    def _entry_deactivated(self, revision: int, entry_id: str, reason: str) -> None:
+        current = self.entry_versions[entry_id][-1]
+        self._log_entry_change(revision, entry_id, current.entry_version_id, INACTIVE,
+                               "entry_deactivated")
+
+    def reactivate_entry(self, entry_id: str, expected_revision: int | None = None) -> None:
+        self.check_family(MEMORY)
+        self.check_expected_revision(expected_revision)
+        if self.entry_status(entry_id) == ACTIVE:
+            raise MemoryEntryActiveError(f"entry {entry_id!r} is already active",
+                                         entry_id=entry_id)
+        self._entry_reactivated(revision=self.head_revision + 1, entry_id=entry_id)
+
+    @event(EntryReactivated)
+    def _entry_reactivated(self, revision: int, entry_id: str) -> None:
+        current = self.entry_versions[entry_id][-1]
+        self._log_entry_change(revision, entry_id, current.entry_version_id, ACTIVE,
+                               "entry_reactivated")
+
+    def _log_entry_change(self, revision: int, entry_id: str, version_id: str,
+                          status: str, change: str) -> None:
+        self._entry_log.setdefault(entry_id, []).append(_EntryChange(revision, version_id, status))
+        head = self.revisions[-1]
+        self.revisions.append(ArtifactRevision(
+            revision, head.content, Lineage(), {"change": change, "entry_id": entry_id},
+        ))

@@ -1,0 +1,299 @@
+"""DreamRun: one background consolidation run, from admission to a terminal outcome.
+
+``queued -> running -> succeeded | failed``, with ``running -> queued`` for a retryable
+failure. Each claim appends ``AttemptStarted`` with the next attempt generation; every later
+write names its attempt, so a superseded worker is refused (and its save would also collide on
+the aggregate version, which is the fencing token in the store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from domain.errors import (
+    AttemptConflictError,
+    BudgetExceededError,
+    InvalidRequestError,
+    ManifestFrozenError,
+    RunTerminalError,
+)
+from domain.identity import check_scope_id, dream_run_aggregate_id
+
+QUEUED = "queued"
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+TERMINAL = (SUCCEEDED, FAILED)
+PROPOSED = "proposed"
+NO_CHANGE = "no_change"
+NEEDS_EVIDENCE = "needs_evidence"
+OUTCOMES = (PROPOSED, NO_CHANGE, NEEDS_EVIDENCE)
+OPERATIONS = ("refine_experience", "derive_skill")
+
+
+def _add_known(total: int | None, value: int | None) -> int | None:
+    """Unknown stays unknown: a sum with an unknown term is unknown, never zero."""
+    return None if total is None or value is None else total + value
+
+
+class DreamRun(Aggregate):
+    class Accepted(Aggregate.Created):
+        scope_id: str
+        run_id: str
+        operation: str
+        principal_key: str
+        idempotency_key: str
+        request: dict[str, Any]
+        request_digest: str
+        budget: dict[str, int]
+        prompt_version: str
+        accepted_at: datetime
+
+    class AttemptStarted(Aggregate.Event):
+        attempt: int
+        started_at: datetime
+        deadline_at: datetime
+        model_config_id: str
+        lease_expires_at: datetime
+
+    class ManifestFrozen(Aggregate.Event):
+        attempt: int
+        manifest: dict[str, Any]
+        manifest_digest: str
+
+    class UsageRecorded(Aggregate.Event):
+        attempt: int
+        model_calls: int
+        input_tokens: int | None
+        output_tokens: int | None
+        reported: bool
+
+    class Requeued(Aggregate.Event):
+        attempt: int
+        code: str
+
+    class Succeeded(Aggregate.Event):
+        attempt: int
+        outcome: str
+        reason: str
+        candidate: dict[str, Any] | None
+        reused: bool
+        completed_at: datetime
+
+    class Failed(Aggregate.Event):
+        attempt: int
+        error: str
+        completed_at: datetime
+
+    @staticmethod
+    def create_id(scope_id: str, run_id: str) -> UUID:
+        return dream_run_aggregate_id(scope_id, run_id)
+
+    @classmethod
+    def accept(cls, scope_id: str, run_id: str, operation: str, principal_key: str,
+               idempotency_key: str, request: Mapping[str, Any], request_digest: str,
+               budget: Mapping[str, int], prompt_version: str, accepted_at: datetime) -> DreamRun:
+        if operation not in OPERATIONS:
+            raise InvalidRequestError(f"unknown operation {operation!r}", field="operation")
+        return cls(scope_id=check_scope_id(scope_id), run_id=run_id, operation=operation,
+                   principal_key=principal_key, idempotency_key=idempotency_key,
+                   request=dict(request), request_digest=request_digest, budget=dict(budget),
+                   prompt_version=prompt_version, accepted_at=accepted_at)
+
+    @event(Accepted)
+    def __init__(self, scope_id: str, run_id: str, operation: str, principal_key: str,
+                 idempotency_key: str, request: dict[str, Any], request_digest: str,
+                 budget: dict[str, int], prompt_version: str, accepted_at: datetime) -> None:
+        self.scope_id = scope_id
+        self.run_id = run_id
+        self.operation = operation
+        self.principal_key = principal_key
+        self.idempotency_key = idempotency_key
+        self.request = dict(request)
+        self.request_digest = request_digest
+        self.budget = dict(budget)
+        self.prompt_version = prompt_version
+        self.accepted_at = accepted_at
+        self.status = QUEUED
+        self.attempt = 0
+        self.started_at: datetime | None = None
+        self.deadline_at: datetime | None = None
+        self.lease_expires_at: datetime | None = None
+        self.model_config_id: str | None = None
+        self.manifest: dict[str, Any] | None = None
+        self.manifest_digest: str | None = None
+        self.model_calls = 0
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.usage_reported = False
+        self.outcome: str | None = None
+        self.reason: str | None = None
+        self.candidate: dict[str, Any] | None = None
+        self.reused = False
+        self.error: str | None = None
+        self.completed_at: datetime | None = None
+        self.last_requeue_code: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def attempt_count(self) -> int:
+        return self.attempt
+
+    # -- guards ------------------------------------------------------------------------------
+
+    def check_not_terminal(self) -> None:
+        if self.terminal:
+            raise RunTerminalError(f"run {self.run_id} is {self.status}", status=self.status)
+
+    def check_attempt(self, attempt: int) -> None:
+        """The fencing check: only the current attempt of a running run may write."""
+        self.check_not_terminal()
+        if self.status != RUNNING or attempt != self.attempt:
+            raise AttemptConflictError(
+                f"attempt {attempt} of run {self.run_id} is not current",
+                attempt=attempt, current=self.attempt, status=self.status,
+            )
+
+    def claimable(self, now: datetime) -> bool:
+        """Queued, or running with an expired lease (a crashed worker's run)."""
+        if self.status == QUEUED:
+            return True
+        return (self.status == RUNNING and self.lease_expires_at is not None
+                and now >= self.lease_expires_at)
+
+    # -- attempts ----------------------------------------------------------------------------
+
+    def start_attempt(self, now: datetime, model_config_id: str, lease_seconds: float) -> bool:
+        """Claim the run; ``False`` (and a ``budget_exceeded`` failure) when out of budget."""
+        self.check_not_terminal()
+        if not self.claimable(now):
+            raise AttemptConflictError(f"run {self.run_id} is held by attempt {self.attempt}",
+                                       attempt=self.attempt, status=self.status)
+        out_of_time = self.deadline_at is not None and now >= self.deadline_at
+        if out_of_time or self.attempt >= self.budget["max_model_calls"]:
+            self._failed(attempt=self.attempt, error=BudgetExceededError.code, completed_at=now)
+            return False
+        started_at = self.started_at or now
+        self._attempt_started(
+            attempt=self.attempt + 1, started_at=started_at,
+            deadline_at=self.deadline_at
+            or started_at + timedelta(seconds=self.budget["timeout_seconds"]),
+            model_config_id=self.model_config_id or model_config_id,
+            lease_expires_at=now + timedelta(seconds=lease_seconds),
+        )
+        return True
+
+    @event(AttemptStarted)
+    def _attempt_started(self, attempt: int, started_at: datetime, deadline_at: datetime,
+                         model_config_id: str, lease_expires_at: datetime) -> None:
+        self.status = RUNNING
+        self.attempt = attempt
+        self.started_at = started_at
+        self.deadline_at = deadline_at
+        self.model_config_id = model_config_id
+        self.lease_expires_at = lease_expires_at
+
+    def freeze_manifest(self, attempt: int, manifest: Mapping[str, Any], digest: str) -> bool:
+        """Pin the evidence manifest once; the same manifest again is a no-op."""
+        self.check_attempt(attempt)
+        if self.manifest_digest is not None:
+            if self.manifest_digest == digest:
+                return False
+            raise ManifestFrozenError(f"run {self.run_id} already froze its manifest",
+                                      manifest_digest=self.manifest_digest)
+        self._manifest_frozen(attempt=attempt, manifest=dict(manifest), manifest_digest=digest)
+        return True
+
+    @event(ManifestFrozen)
+    def _manifest_frozen(self, attempt: int, manifest: dict[str, Any],
+                         manifest_digest: str) -> None:
+        self.manifest = dict(manifest)
+        self.manifest_digest = manifest_digest
+
+    def count_model_call(self, attempt: int) -> None:
+        """Count the call before making it, so an unconfirmed call still counts."""
+        self.check_attempt(attempt)
+        if self.model_calls + 1 > self.budget["max_model_calls"]:
+            raise BudgetExceededError(f"run {self.run_id} has no model calls left",
+                                      model_calls=self.model_calls)
+        self._usage_recorded(attempt=attempt, model_calls=self.model_calls + 1,
+                             input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+                             reported=self.usage_reported)
+
+    def record_usage(self, attempt: int, requests: int, input_tokens: int | None,
+                     output_tokens: int | None) -> None:
+        """Merge a provider report: extra provider requests count as extra model calls."""
+        self.check_attempt(attempt)
+        first = not self.usage_reported
+        self._usage_recorded(
+            attempt=attempt, model_calls=self.model_calls + max(0, requests - 1),
+            input_tokens=input_tokens if first else _add_known(self.input_tokens, input_tokens),
+            output_tokens=output_tokens if first else _add_known(self.output_tokens,
+                                                                 output_tokens),
+            reported=True,
+        )
+
+    @event(UsageRecorded)
+    def _usage_recorded(self, attempt: int, model_calls: int, input_tokens: int | None,
+                        output_tokens: int | None, reported: bool) -> None:
+        self.model_calls = model_calls
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.usage_reported = reported
+
+    def requeue(self, attempt: int, code: str) -> None:
+        """Give a transient failure its one more attempt; manifest, usage and pins are kept."""
+        self.check_attempt(attempt)
+        self._requeued(attempt=attempt, code=code)
+
+    @event(Requeued)
+    def _requeued(self, attempt: int, code: str) -> None:
+        self.status = QUEUED
+        self.lease_expires_at = None
+        self.last_requeue_code = code
+
+    # -- terminal ----------------------------------------------------------------------------
+
+    def succeed(self, attempt: int, outcome: str, reason: str,
+                candidate: Mapping[str, Any] | None, completed_at: datetime,
+                reused: bool = False) -> None:
+        self.check_attempt(attempt)
+        if outcome not in OUTCOMES:
+            raise InvalidRequestError(f"unknown outcome {outcome!r}", field="outcome")
+        if (candidate is not None) != (outcome == PROPOSED):
+            raise InvalidRequestError("a candidate accompanies exactly the proposed outcome",
+                                      field="candidate")
+        self._succeeded(attempt=attempt, outcome=outcome, reason=reason,
+                        candidate=None if candidate is None else dict(candidate),
+                        reused=reused, completed_at=completed_at)
+
+    @event(Succeeded)
+    def _succeeded(self, attempt: int, outcome: str, reason: str,
+                   candidate: dict[str, Any] | None, reused: bool,
+                   completed_at: datetime) -> None:
+        self.status = SUCCEEDED
+        self.outcome = outcome
+        self.reason = reason
+        self.candidate = None if candidate is None else dict(candidate)
+        self.reused = reused
+        self.completed_at = completed_at
+        self.lease_expires_at = None
+
+    def fail(self, attempt: int, error: str, completed_at: datetime) -> None:
+        self.check_attempt(attempt)
+        self._failed(attempt=attempt, error=error, completed_at=completed_at)
+
+    @event(Failed)
+    def _failed(self, attempt: int, error: str, completed_at: datetime) -> None:
+        self.status = FAILED
+        self.error = error
+        self.completed_at = completed_at
+        self.lease_expires_at = None

@@ -1,0 +1,167 @@
+"""Domain errors. Each carries a stable ``code`` that every adapter surfaces unchanged."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class DomainError(Exception):
+    """A rule of the domain refused a command; nothing was changed."""
+
+    code: ClassVar[str] = "invalid_request"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code!r}, {self.message!r}, {self.details!r})"
+
+
+class InvalidRequestError(DomainError):
+    code = "invalid_request"
+
+
+class InvalidScopeIdError(DomainError):
+    code = "invalid_scope_id"
+
+
+class InvalidIdentifierError(DomainError):
+    code = "invalid_identifier"
+
+
+class InvalidTextError(DomainError):
+    code = "invalid_text"
+
+
+class TextTooLargeError(DomainError):
+    code = "text_too_large"
+
+
+class InvalidArtifactFamilyError(DomainError):
+    code = "invalid_artifact_family"
+
+
+class InvalidContentError(DomainError):
+    code = "invalid_content"
+
+
+class InvalidSettingsError(DomainError):
+    code = "invalid_settings"
+
+
+class InvalidRoleError(DomainError):
+    code = "invalid_role"
+
+
+class InvalidMemoryCitationError(DomainError):
+    code = "invalid_memory_citation"
+
+
+class EvidenceLimitExceededError(DomainError):
+    code = "evidence_limit_exceeded"
+
+
+class ScopeNotFoundError(DomainError):
+    code = "scope_not_found"
+
+
+class ScopeExistsError(DomainError):
+    code = "scope_exists"
+
+
+class SourceNotFoundError(DomainError):
+    code = "source_not_found"
+
+
+class SourceConflictError(DomainError):
+    code = "source_conflict"
+
+
+class SourceWithdrawnError(DomainError):
+    code = "source_withdrawn"
+
+
+class ReferenceNotFoundError(DomainError):
+    code = "reference_not_found"
+
+
+class ArtifactNotFoundError(DomainError):
+    code = "artifact_not_found"
+
+
+class ArtifactExistsError(DomainError):
+    code = "artifact_exists"
+
+
+class RevisionNotFoundError(DomainError):
+    code = "revision_not_found"
+
+
+class ArtifactConflictError(DomainError):
+    code = "artifact_conflict"
+
+
+class MemoryEntryNotFoundError(DomainError):
+    code = "memory_entry_not_found"
+
+
+class MemoryEntryExistsError(DomainError):
+    code = "memory_entry_exists"
+
+
+class MemoryEntryInactiveError(DomainError):
+    code = "memory_entry_inactive"
+
+
+class MemoryEntryActiveError(DomainError):
+    code = "memory_entry_active"
+
+
+class CandidateNotFoundError(DomainError):
+    code = "candidate_not_found"
+
+
+class CandidateExistsError(DomainError):
+    code = "candidate_exists"
+
+
+class CandidateConflictError(DomainError):
+    code = "candidate_conflict"
+
+
+class CandidateTerminalError(DomainError):
+    code = "candidate_terminal"
+
+
+class InvalidCandidateError(DomainError):
+    code = "invalid_candidate"
+
+
+class DreamNotFoundError(DomainError):
+    code = "dream_not_found"
+
+
+class RunTerminalError(DomainError):
+    code = "run_terminal"
+
+
+class AttemptConflictError(DomainError):
+    """A superseded or absent attempt tried to write: the fencing token is stale."""
+
+    code = "attempt_conflict"
+
+
+class ManifestFrozenError(DomainError):
+    code = "manifest_frozen"
+
+
+class BudgetExceededError(DomainError):
+    code = "budget_exceeded"
+
+
+class WriteConflictError(DomainError):
+    """Another writer changed an aggregate this command read or wrote; nothing was stored."""
+
+    code = "write_conflict"

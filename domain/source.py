@@ -1,0 +1,150 @@
+"""Source: a raw work record (task transcript, tool result, management input)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from domain.errors import InvalidContentError, InvalidRequestError, SourceWithdrawnError
+from domain.identity import canonical_json, check_scope_id, digest, source_aggregate_id
+from domain.refs import SourceRef
+from domain.text import check_identifier, check_text
+
+ELIGIBLE = "eligible"
+LINEAGE_ONLY = "lineage_only"
+ELIGIBILITIES = (ELIGIBLE, LINEAGE_ONLY)
+SOURCE_TEXT_MAX_BYTES = 65_536
+SOURCE_PAYLOAD_MAX_BYTES = 65_536
+ATTEMPT_ID_MAX = 128
+WITHDRAW_REASON_MAX_BYTES = 2_000
+
+
+def check_source_body(text: object, payload: object) -> tuple[str, dict[str, Any]]:
+    """A Source needs text, a JSON payload, or both; each within its byte limit."""
+    checked_text = check_text("text", "" if text is None else text, SOURCE_TEXT_MAX_BYTES,
+                              allow_empty=True)
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, Mapping):
+        raise InvalidContentError("payload must be a JSON object", field="payload")
+    try:
+        encoded = canonical_json(payload)
+    except (TypeError, ValueError) as error:
+        raise InvalidContentError("payload must be plain JSON", field="payload") from error
+    check_text("payload", encoded, SOURCE_PAYLOAD_MAX_BYTES, allow_empty=True)
+    if not checked_text.strip() and not payload:
+        raise InvalidContentError("a Source needs non-blank text or a payload", field="text")
+    return checked_text, dict(payload)
+
+
+def source_content_hash(source_type: str, source_id: str, text: str, payload: Mapping[str, Any],
+                        eligibility: str, attempt_id: str | None) -> str:
+    return digest({"source_type": source_type, "source_id": source_id, "text": text,
+                   "payload": payload, "eligibility": eligibility, "attempt_id": attempt_id})
+
+
+class Source(Aggregate):
+    class Recorded(Aggregate.Created):
+        scope_id: str
+        source_type: str
+        source_id: str
+        text: str
+        payload: dict[str, Any]
+        content_hash: str
+        eligibility: str
+        attempt_id: str | None
+        occurred_at: datetime | None
+
+    class Amended(Aggregate.Event):
+        text: str
+        payload: dict[str, Any]
+        content_hash: str
+        occurred_at: datetime | None
+
+    class Withdrawn(Aggregate.Event):
+        reason: str
+
+    @staticmethod
+    def create_id(scope_id: str, source_type: str, source_id: str) -> UUID:
+        return source_aggregate_id(scope_id, source_type, source_id)
+
+    @classmethod
+    def record(cls, scope_id: str, source_type: str, source_id: str, *, text: str | None = None,
+               payload: Mapping[str, Any] | None = None, eligibility: str = ELIGIBLE,
+               attempt_id: str | None = None, occurred_at: datetime | None = None) -> Source:
+        ref = SourceRef(source_type=source_type, source_id=source_id)
+        body, data = check_source_body(text, payload)
+        if eligibility not in ELIGIBILITIES:
+            raise InvalidRequestError(
+                f"eligibility must be one of {', '.join(ELIGIBILITIES)}", field="eligibility"
+            )
+        if attempt_id is not None:
+            check_identifier("attempt_id", attempt_id, ATTEMPT_ID_MAX)
+        return cls(
+            scope_id=check_scope_id(scope_id), source_type=ref.source_type,
+            source_id=ref.source_id, text=body, payload=data,
+            content_hash=source_content_hash(ref.source_type, ref.source_id, body, data,
+                                             eligibility, attempt_id),
+            eligibility=eligibility, attempt_id=attempt_id, occurred_at=occurred_at,
+        )
+
+    @event(Recorded)
+    def __init__(self, scope_id: str, source_type: str, source_id: str, text: str,
+                 payload: dict[str, Any], content_hash: str, eligibility: str,
+                 attempt_id: str | None, occurred_at: datetime | None) -> None:
+        self.scope_id = scope_id
+        self.source_type = source_type
+        self.source_id = source_id
+        self.text: str | None = text
+        self.payload: dict[str, Any] | None = dict(payload)
+        self.content_hash = content_hash
+        self.eligibility = eligibility
+        self.attempt_id = attempt_id
+        self.occurred_at = occurred_at
+        self.withdrawn = False
+
+    @property
+    def ref(self) -> SourceRef:
+        return SourceRef(source_type=self.source_type, source_id=self.source_id)
+
+    def hash_for(self, text: str | None, payload: Mapping[str, Any] | None) -> str:
+        body, data = check_source_body(text, payload)
+        return source_content_hash(self.source_type, self.source_id, body, data,
+                                   self.eligibility, self.attempt_id)
+
+    def amend(self, text: str | None, payload: Mapping[str, Any] | None,
+              occurred_at: datetime | None = None) -> bool:
+        """Replace the body; recording identical content again changes nothing."""
+        self.check_not_withdrawn()
+        body, data = check_source_body(text, payload)
+        content_hash = self.hash_for(body, data)
+        if content_hash == self.content_hash:
+            return False
+        self._amended(text=body, payload=data, content_hash=content_hash, occurred_at=occurred_at)
+        return True
+
+    @event(Amended)
+    def _amended(self, text: str, payload: dict[str, Any], content_hash: str,
+                 occurred_at: datetime | None) -> None:
+        self.text, self.payload, self.content_hash = text, dict(payload), content_hash
+        self.occurred_at = occurred_at
+
+    def withdraw(self, reason: str) -> None:
+        self.check_not_withdrawn()
+        self._withdrawn(reason=check_text("reason", reason, WITHDRAW_REASON_MAX_BYTES))
+
+    @event(Withdrawn)
+    def _withdrawn(self, reason: str) -> None:
+        self.withdrawn = True
+        self.text = None
+        self.payload = None
+
+    def check_not_withdrawn(self) -> None:
+        if self.withdrawn:
+            raise SourceWithdrawnError(
+                "the Source was withdrawn", source_type=self.source_type, source_id=self.source_id
+            )
