@@ -7,6 +7,8 @@ atomically; a *read set* extends that save's optimistic check to aggregates it o
 from __future__ import annotations
 
 import functools
+import random
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -24,7 +26,9 @@ from domain.errors import DomainError, WriteConflictError
 T = TypeVar("T")
 A = TypeVar("A", bound=Aggregate)
 P = ParamSpec("P")
-MAX_WRITE_ATTEMPTS = 5
+MAX_WRITE_ATTEMPTS = 10
+RETRY_BACKOFF_SECONDS = 0.005
+RETRY_BACKOFF_CAP_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,13 @@ def retry_on_write_conflict(command: Callable[P, T]) -> Callable[P, T]:
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        for _ in range(MAX_WRITE_ATTEMPTS - 1):
+        for attempt in range(1, MAX_WRITE_ATTEMPTS):
             try:
                 return command(*args, **kwargs)
             except WriteConflictError:
-                continue
+                # Jitter spreads writers that collided so they do not collide again.
+                ceiling = min(RETRY_BACKOFF_CAP_SECONDS, RETRY_BACKOFF_SECONDS * 2**attempt)
+                time.sleep(random.uniform(0, ceiling))
         return command(*args, **kwargs)
 
     return wrapper

@@ -1,0 +1,98 @@
+"""Shared fixtures: every store-backed test runs on a real SQLite file and a real PostgreSQL.
+
+PostgreSQL is a throwaway server started once per session (initdb + pg_ctl in a temp dir, as a
+non-root OS user). With ``DREAM_REQUIRE_POSTGRES=1`` (CI) a skipped or absent PostgreSQL test
+fails the session instead of passing silently.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from adapters.persistence import open_dreaming
+from adapters.postgres_server import (
+    PostgresServer,
+    PostgresUnavailableError,
+    start_postgres_server,
+    stop_postgres_server,
+)
+from adapters.settings import Settings
+from application.dreaming import Dreaming
+
+REQUIRE_POSTGRES = os.environ.get("DREAM_REQUIRE_POSTGRES") == "1"
+STORES = [pytest.param("sqlite", id="sqlite"),
+          pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+_postgres_outcomes: dict[str, int] = {"passed": 0, "skipped": 0, "failed": 0}
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer | str]:
+    external = os.environ.get("DREAM_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    try:
+        server = start_postgres_server()
+    except PostgresUnavailableError as error:
+        if REQUIRE_POSTGRES:
+            pytest.fail(f"PostgreSQL is required but could not start: {error}")
+        pytest.skip(f"PostgreSQL unavailable: {error}")
+    yield server
+    stop_postgres_server(server)
+
+
+def fresh_postgres_url(server: PostgresServer | str) -> str:
+    if isinstance(server, str):
+        return server
+    return server.create_database(f"t_{uuid.uuid4().hex[:16]}")
+
+
+@pytest.fixture(params=STORES)
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings for a fresh, empty store of the parametrised kind."""
+    if request.param == "sqlite":
+        return Settings(data_dir=tmp_path / "data")
+    server = request.getfixturevalue("postgres_server")
+    return Settings(data_dir=tmp_path / "data", database_url=fresh_postgres_url(server))
+
+
+@pytest.fixture
+def open_app(settings: Settings) -> Iterator[Callable[[], Dreaming]]:
+    """Open (another) application instance on the same store; all are closed afterwards."""
+    opened: list[Dreaming] = []
+
+    def opener() -> Dreaming:
+        app = open_dreaming(settings)
+        opened.append(app)
+        return app
+
+    yield opener
+    for app in opened:
+        app.close()
+
+
+@pytest.fixture
+def app(open_app: Callable[[], Dreaming]) -> Dreaming:
+    return open_app()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "postgres" not in report.keywords:
+        return
+    if report.when == "call" or report.outcome != "passed":
+        _postgres_outcomes[report.outcome] = _postgres_outcomes.get(report.outcome, 0) + 1
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not REQUIRE_POSTGRES or session.config.option.collectonly:
+        return
+    ran, skipped = _postgres_outcomes["passed"], _postgres_outcomes["skipped"]
+    if ran == 0 or skipped:
+        print(f"\nDREAM_REQUIRE_POSTGRES: {ran} PostgreSQL tests passed, {skipped} skipped; "
+              "the PostgreSQL suite must run in full.")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,256 @@
+"""Stateful properties of the Scope aggregate: settings validation and the roles model.
+
+A hypothesis state machine issues random grant/revoke/change-settings commands, valid and
+invalid, against one Scope and checks it against a plain-Python model after every step. Every
+refused command must carry its stable error code and leave the Scope untouched, and the Scope
+rebuilt from its events alone must always equal the live one; a second test runs the same
+machine through a real event store (SQLite and PostgreSQL) and reads the Scope back.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import hypothesis
+import pytest
+from eventsourcing.domain import Aggregate
+from hypothesis import HealthCheck
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+
+from application.dreaming import Dreaming
+from domain.errors import DomainError
+from domain.scope import FLAG_SETTINGS, PRINCIPAL_MAX, ROLES, SETTING_BOUNDS, Scope
+
+# database=None: no .hypothesis directory in the work tree; examples are seeded per run.
+PURE = hypothesis.settings(max_examples=80, stateful_step_count=25, deadline=None,
+                           database=None)
+STORED = hypothesis.settings(max_examples=12, stateful_step_count=15, deadline=None,
+                             database=None,
+                             suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                    HealthCheck.too_slow])
+
+# -- strategies ----------------------------------------------------------------------------
+
+PRINCIPALS = ["alice", "bob", "carol@example.com", "svc:dreamer", "p" * PRINCIPAL_MAX]
+BAD_PRINCIPALS = ["", "   ", " alice", "bob\n", "x\x00y", "p" * (PRINCIPAL_MAX + 1), 42, None]
+BAD_ROLES = ["owner", "", "Admin", "reader ", None, 1]
+SETTING_NAMES = sorted([*SETTING_BOUNDS, *FLAG_SETTINGS])
+
+
+def setting_value(name: str) -> st.SearchStrategy[Any]:
+    """In-range values, values just outside the bounds, wrong types and ``None`` (reset)."""
+    wrong_types = st.sampled_from(["1", 1.0, [1], {"v": 1}])
+    if name in FLAG_SETTINGS:
+        return st.one_of(st.booleans(), st.none(), st.integers(0, 1), wrong_types)
+    low, high = SETTING_BOUNDS[name]
+    return st.one_of(st.integers(low, high), st.sampled_from([low - 1, high + 1]),
+                     st.booleans(), st.none(), wrong_types)
+
+
+setting_changes = st.lists(
+    st.one_of(st.sampled_from(SETTING_NAMES), st.just("no_such_setting")).flatmap(
+        lambda name: st.tuples(st.just(name),
+                               setting_value(name) if name in SETTING_NAMES
+                               else st.one_of(st.none(), st.integers(1, 5)))),
+    max_size=4,
+).map(dict)
+
+
+def valid_setting_value(name: str) -> st.SearchStrategy[Any]:
+    if name in FLAG_SETTINGS:
+        return st.booleans()
+    low, high = SETTING_BOUNDS[name]
+    return st.integers(low, high)
+
+
+valid_settings = st.lists(
+    st.sampled_from(SETTING_NAMES).flatmap(
+        lambda name: st.tuples(st.just(name), valid_setting_value(name))),
+    max_size=4,
+).map(dict)
+
+
+# -- the model -----------------------------------------------------------------------------
+
+def setting_is_valid(name: str, value: Any) -> bool:
+    if name in FLAG_SETTINGS:
+        return isinstance(value, bool)
+    if name in SETTING_BOUNDS:
+        low, high = SETTING_BOUNDS[name]
+        # bool is an int subclass, but True is not a count.
+        return type(value) is int and low <= value <= high
+    return False
+
+
+def merged_settings(current: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any] | None:
+    """The settings after ``changes`` (``None`` restores the default), or None if refused."""
+    merged = {name: value for name, value in {**current, **changes}.items() if value is not None}
+    if not all(setting_is_valid(name, value) for name, value in merged.items()):
+        return None
+    return merged
+
+
+# -- helpers shared by the machines --------------------------------------------------------
+
+def replay(events: list[Any]) -> Any:
+    """The aggregate rebuilt purely from its events."""
+    aggregate = None
+    for domain_event in events:
+        aggregate = domain_event.mutate(aggregate)
+    return aggregate
+
+
+def assert_refused(aggregate: Aggregate, code: str, command: Callable[[], object]) -> None:
+    """A refused command raises its stable code and leaves the aggregate exactly as it was."""
+    before = copy.deepcopy(aggregate)
+    with pytest.raises(DomainError) as refused:
+        command()
+    assert refused.value.code == code, repr(refused.value)
+    assert aggregate.pending_events == []
+    assert aggregate == before
+
+
+class ScopeMachine(RuleBasedStateMachine):
+    """One Scope under random commands, checked against ``settings`` and ``roles`` models."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scope: Scope
+        self.events: list[Any] = []
+        self.settings: dict[str, Any] = {}
+        self.roles: dict[str, set[str]] = {}
+
+    def commit(self) -> list[Any]:
+        """Take the pending events; the stored variant also saves them."""
+        return list(self.scope.collect_events())
+
+    def record(self, expect_events: int) -> None:
+        new_events = self.commit()
+        assert len(new_events) == expect_events
+        self.events.extend(new_events)
+
+    @initialize(initial=valid_settings)
+    def create_scope(self, initial: dict[str, Any]) -> None:
+        # A fresh scope id per example keeps examples apart in a shared store.
+        scope_id = f"scope-{uuid.uuid4().hex}"
+        self.scope = Scope.create(scope_id, initial)
+        self.settings = dict(initial)
+        self.record(expect_events=1)
+
+    # -- rules -------------------------------------------------------------------------------
+
+    @rule(changes=setting_changes)
+    def change_settings_merges_valid_changes_and_refuses_invalid_ones(
+            self, changes: dict[str, Any]) -> None:
+        expected = merged_settings(self.settings, changes)
+        if expected is None:
+            assert_refused(self.scope, "invalid_settings",
+                           lambda: self.scope.change_settings(changes))
+            return
+        changed = self.scope.change_settings(changes)
+        # Re-stating the current settings is a no-op, not a new event.
+        assert changed == (expected != self.settings)
+        self.settings = expected
+        self.record(expect_events=int(changed))
+
+    @rule(principal=st.sampled_from(PRINCIPALS), role=st.sampled_from(ROLES))
+    def granting_a_role_is_idempotent(self, principal: str, role: str) -> None:
+        already = role in self.roles.get(principal, set())
+        assert self.scope.grant_role(principal, role) == (not already)
+        self.roles.setdefault(principal, set()).add(role)
+        self.record(expect_events=int(not already))
+
+    @rule(principal=st.sampled_from(PRINCIPALS), role=st.sampled_from(ROLES))
+    def revoking_a_role_is_idempotent(self, principal: str, role: str) -> None:
+        held = role in self.roles.get(principal, set())
+        assert self.scope.revoke_role(principal, role) == held
+        if held:
+            self.roles[principal].discard(role)
+            if not self.roles[principal]:
+                del self.roles[principal]
+        self.record(expect_events=int(held))
+
+    @rule(principal=st.sampled_from(BAD_PRINCIPALS), role=st.sampled_from(ROLES),
+          grant=st.booleans())
+    def an_invalid_principal_is_refused(self, principal: Any, role: str, grant: bool) -> None:
+        command = self.scope.grant_role if grant else self.scope.revoke_role
+        assert_refused(self.scope, "invalid_identifier", lambda: command(principal, role))
+
+    @rule(principal=st.sampled_from(PRINCIPALS), role=st.sampled_from(BAD_ROLES),
+          grant=st.booleans())
+    def an_unknown_role_is_refused(self, principal: str, role: Any, grant: bool) -> None:
+        command = self.scope.grant_role if grant else self.scope.revoke_role
+        assert_refused(self.scope, "invalid_role", lambda: command(principal, role))
+
+    @rule(scope_id=st.sampled_from(["", "has space", "x" * 129, "ünïcode", "a/b", None]),
+          initial=valid_settings)
+    def a_scope_with_an_invalid_id_is_never_created(self, scope_id: Any,
+                                                    initial: dict[str, Any]) -> None:
+        with pytest.raises(DomainError) as refused:
+            Scope.create(scope_id, initial)
+        assert refused.value.code == "invalid_scope_id"
+
+    @rule(initial=setting_changes)
+    def a_scope_with_invalid_settings_is_never_created(self, initial: dict[str, Any]) -> None:
+        # At creation there is nothing to restore: None is as invalid as any other bad value.
+        if all(setting_is_valid(name, value) for name, value in initial.items()):
+            assert Scope.create("another-scope", initial).settings == initial
+            return
+        with pytest.raises(DomainError) as refused:
+            Scope.create("another-scope", initial)
+        assert refused.value.code == "invalid_settings"
+
+    # -- invariants --------------------------------------------------------------------------
+
+    @invariant()
+    def settings_match_the_model_and_stay_in_bounds(self) -> None:
+        assert self.scope.settings == self.settings
+        assert list(self.scope.settings) == sorted(self.scope.settings)
+        for name, value in self.scope.settings.items():
+            assert setting_is_valid(name, value)
+
+    @invariant()
+    def roles_match_the_model_and_no_principal_holds_an_empty_set(self) -> None:
+        assert {p: set(roles) for p, roles in self.scope.roles.items()} == self.roles
+        assert all(roles and roles <= set(ROLES) for roles in self.scope.roles.values())
+
+    @invariant()
+    def identity_never_changes(self) -> None:
+        assert self.scope.id == Scope.create_id(self.scope.scope_id)
+        assert self.scope.version == len(self.events)
+
+    @invariant()
+    def replaying_the_events_rebuilds_the_live_scope(self) -> None:
+        assert replay(self.events) == self.scope
+
+
+def test_scope_settings_and_roles_follow_the_model_and_replay() -> None:
+    run_state_machine_as_test(ScopeMachine, settings=PURE)
+
+
+def test_scope_round_trips_through_the_store(open_app: Callable[[], Dreaming]) -> None:
+    """Every step is committed; both the writer and a second application read the live Scope."""
+    writer, reader = open_app(), open_app()
+
+    class StoredScopeMachine(ScopeMachine):
+        def commit(self) -> list[Any]:
+            pending = list(self.scope.pending_events)
+            writer.commit(self.scope)
+            return pending
+
+        @invariant()
+        def the_store_returns_the_live_scope(self) -> None:
+            assert writer.repository.get(self.scope.id) == self.scope
+            assert reader.repository.get(self.scope.id) == self.scope
+
+    run_state_machine_as_test(StoredScopeMachine, settings=STORED)

@@ -1,0 +1,289 @@
+"""Stateful properties of the Source aggregate: amend and withdraw, and its content hash.
+
+A hypothesis state machine amends and withdraws one Source with random bodies, valid and
+invalid. A refused command carries its stable code and changes nothing; an amend to the same
+body is a no-op; a withdrawn Source refuses everything and keeps no text. The content hash is
+always the deterministic hash of the current body, and the Source rebuilt from its events (or
+read back from SQLite and PostgreSQL) equals the live one.
+"""
+
+from __future__ import annotations
+
+import copy
+import unicodedata
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import hypothesis
+import pytest
+from eventsourcing.domain import Aggregate
+from hypothesis import HealthCheck
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from application.dreaming import Dreaming
+from domain.errors import DomainError
+from domain.identity import digest
+from domain.source import (
+    ELIGIBILITIES,
+    SOURCE_PAYLOAD_MAX_BYTES,
+    SOURCE_TEXT_MAX_BYTES,
+    WITHDRAW_REASON_MAX_BYTES,
+    Source,
+    source_content_hash,
+)
+
+# database=None: no .hypothesis directory in the work tree; examples are seeded per run.
+PURE = hypothesis.settings(max_examples=80, stateful_step_count=25, deadline=None,
+                           database=None)
+STORED = hypothesis.settings(max_examples=12, stateful_step_count=15, deadline=None,
+                             database=None,
+                             suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                    HealthCheck.too_slow])
+
+# -- strategies ----------------------------------------------------------------------------
+
+# Plain JSON only. String keys: see the report on integer payload keys, which the domain
+# accepts but JSON storage turns into strings.
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53),
+                         st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=6,
+)
+payloads = st.dictionaries(st.text(max_size=6), json_values, max_size=3)
+# Decomposed and composed forms of the same text must hash alike (NFC).
+texts = st.one_of(st.text(max_size=30), st.sampled_from(["cafe\u0301", "caf\u00e9", "a\u030a"]))
+
+
+def body_is_valid(text: str | None, payload: dict[str, Any] | None) -> bool:
+    return bool(unicodedata.normalize("NFC", text or "").strip() or payload)
+
+
+valid_bodies = st.tuples(st.one_of(st.none(), texts), st.one_of(st.none(), payloads)).filter(
+    lambda body: body_is_valid(*body))
+
+# Each invalid body has exactly one defect, named by the code it must be refused with.
+INVALID_BODIES: list[tuple[Any, Any, str]] = [
+    (None, None, "invalid_content"),
+    ("", {}, "invalid_content"),
+    (" \n\t", None, "invalid_content"),
+    (None, ["not", "an", "object"], "invalid_content"),
+    ("text", "not an object", "invalid_content"),
+    (None, {"x": float("nan")}, "invalid_content"),
+    (None, {"x": float("inf")}, "invalid_content"),
+    (None, {"x": object()}, "invalid_content"),
+    (None, {1: "a", "b": "c"}, "invalid_content"),
+    (42, None, "invalid_text"),
+    (b"bytes", None, "invalid_text"),
+    ("x" * (SOURCE_TEXT_MAX_BYTES + 1), None, "text_too_large"),
+    ("\u00e9" * (SOURCE_TEXT_MAX_BYTES // 2 + 1), None, "text_too_large"),
+    (None, {"k": "x" * SOURCE_PAYLOAD_MAX_BYTES}, "text_too_large"),
+]
+BAD_REASONS: list[tuple[Any, str]] = [
+    ("", "invalid_text"), ("   ", "invalid_text"), (None, "invalid_text"),
+    ("r" * (WITHDRAW_REASON_MAX_BYTES + 1), "text_too_large"),
+]
+moments = st.one_of(st.none(), st.datetimes(min_value=datetime(2020, 1, 1),
+                                            max_value=datetime(2030, 1, 1),
+                                            timezones=st.just(UTC)))
+
+
+# -- helpers shared by the machines --------------------------------------------------------
+
+def replay(events: list[Any]) -> Any:
+    """The aggregate rebuilt purely from its events."""
+    aggregate = None
+    for domain_event in events:
+        aggregate = domain_event.mutate(aggregate)
+    return aggregate
+
+
+def assert_refused(aggregate: Aggregate, code: str, command: Callable[[], object]) -> None:
+    """A refused command raises its stable code and leaves the aggregate exactly as it was."""
+    before = copy.deepcopy(aggregate)
+    with pytest.raises(DomainError) as refused:
+        command()
+    assert refused.value.code == code, repr(refused.value)
+    assert aggregate.pending_events == []
+    assert aggregate == before
+
+
+class SourceMachine(RuleBasedStateMachine):
+    """One Source under random amend/withdraw commands, checked against a model of its body."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.source: Source
+        self.scope_id = ""
+        self.eligibility = ""
+        self.attempt_id: str | None = None
+        self.events: list[Any] = []
+        self.text: str | None = None
+        self.payload: dict[str, Any] | None = None
+        self.occurred_at: datetime | None = None
+        self.withdrawn = False
+        self.last_hash = ""
+
+    def commit(self) -> list[Any]:
+        """Take the pending events; the stored variant also saves them."""
+        return list(self.source.collect_events())
+
+    def record(self, expect_events: int) -> None:
+        new_events = self.commit()
+        assert len(new_events) == expect_events
+        self.events.extend(new_events)
+
+    @initialize(body=valid_bodies, eligibility=st.sampled_from(ELIGIBILITIES),
+                attempt_id=st.one_of(st.none(), st.sampled_from(["attempt-1", "a:2"])),
+                occurred_at=moments)
+    def record_source(self, body: tuple[str | None, dict[str, Any] | None], eligibility: str,
+                      attempt_id: str | None, occurred_at: datetime | None) -> None:
+        text, payload = body
+        # A fresh scope per example keeps examples apart in a shared store.
+        self.scope_id = f"scope-{uuid.uuid4().hex}"
+        self.source = Source.record(self.scope_id, "task", "run/1", text=text, payload=payload,
+                                    eligibility=eligibility, attempt_id=attempt_id,
+                                    occurred_at=occurred_at)
+        self.eligibility, self.attempt_id = eligibility, attempt_id
+        self.text = unicodedata.normalize("NFC", text or "")
+        self.payload = dict(payload or {})
+        self.occurred_at = occurred_at
+        self.last_hash = self.source.content_hash
+        self.record(expect_events=1)
+
+    def expected_hash(self, text: str, payload: dict[str, Any]) -> str:
+        return digest({"source_type": "task", "source_id": "run/1", "text": text,
+                       "payload": payload, "eligibility": self.eligibility,
+                       "attempt_id": self.attempt_id})
+
+    # -- rules -------------------------------------------------------------------------------
+
+    @precondition(lambda self: not self.withdrawn)
+    @rule(body=valid_bodies, occurred_at=moments)
+    def amending_replaces_the_body_unless_it_is_identical(
+            self, body: tuple[str | None, dict[str, Any] | None],
+            occurred_at: datetime | None) -> None:
+        text = unicodedata.normalize("NFC", body[0] or "")
+        payload = dict(body[1] or {})
+        new_hash = self.expected_hash(text, payload)
+        changed = new_hash != self.last_hash
+        assert self.source.amend(body[0], body[1], occurred_at) == changed
+        if changed:
+            self.text, self.payload, self.occurred_at = text, payload, occurred_at
+            self.last_hash = new_hash
+        self.record(expect_events=int(changed))
+
+    @precondition(lambda self: not self.withdrawn)
+    @rule(occurred_at=moments)
+    def amending_to_the_current_body_is_a_no_op(self, occurred_at: datetime | None) -> None:
+        # Even a different occurred_at does not make identical content a new event.
+        assert self.source.amend(self.text, self.payload, occurred_at) is False
+        self.record(expect_events=0)
+
+    @rule(body=st.sampled_from(INVALID_BODIES))
+    def an_invalid_body_is_refused(self, body: tuple[Any, Any, str]) -> None:
+        text, payload, code = body
+        # Withdrawal is checked first: a withdrawn Source refuses even a bad body as withdrawn.
+        code = "source_withdrawn" if self.withdrawn else code
+        assert_refused(self.source, code, lambda: self.source.amend(text, payload))
+
+    @precondition(lambda self: self.withdrawn)
+    @rule(body=valid_bodies)
+    def a_withdrawn_source_cannot_be_amended(
+            self, body: tuple[str | None, dict[str, Any] | None]) -> None:
+        assert_refused(self.source, "source_withdrawn", lambda: self.source.amend(*body))
+
+    @rule(reason=st.one_of(st.sampled_from(["duplicate", "contains secrets", "r\u00e9sum\u00e9"]),
+                           st.text(min_size=1, max_size=20).filter(str.strip)))
+    def withdrawing_erases_the_body_exactly_once(self, reason: str) -> None:
+        if self.withdrawn:
+            assert_refused(self.source, "source_withdrawn", lambda: self.source.withdraw(reason))
+            return
+        self.source.withdraw(reason)
+        self.withdrawn = True
+        self.text = self.payload = None
+        self.record(expect_events=1)
+
+    @rule(reason=st.sampled_from(BAD_REASONS))
+    def an_invalid_withdrawal_reason_is_refused(self, reason: tuple[Any, str]) -> None:
+        text, code = reason
+        code = "source_withdrawn" if self.withdrawn else code
+        assert_refused(self.source, code, lambda: self.source.withdraw(text))
+
+    # -- invariants --------------------------------------------------------------------------
+
+    @invariant()
+    def the_body_matches_the_model(self) -> None:
+        assert self.source.withdrawn == self.withdrawn
+        assert self.source.text == self.text
+        assert self.source.payload == self.payload
+        if self.withdrawn:
+            # Withdrawal erases the content but keeps the last hash for lineage checks.
+            assert self.source.text is None
+            assert self.source.payload is None
+        else:
+            assert self.source.occurred_at == self.occurred_at
+
+    @invariant()
+    def the_content_hash_is_the_deterministic_hash_of_the_body(self) -> None:
+        assert self.source.content_hash == self.last_hash
+        if not self.withdrawn:
+            assert self.text is not None
+            assert self.payload is not None
+            assert self.source.content_hash == self.expected_hash(self.text, self.payload)
+            assert self.source.content_hash == source_content_hash(
+                "task", "run/1", self.text, self.payload, self.eligibility, self.attempt_id)
+            assert self.source.hash_for(self.text, self.payload) == self.source.content_hash
+            # Recording the same body afresh gives the same hash: nothing time- or
+            # order-dependent goes into it.
+            again = Source.record(self.scope_id, "task", "run/1", text=self.text,
+                                  payload=dict(reversed(list(self.payload.items()))),
+                                  eligibility=self.eligibility, attempt_id=self.attempt_id)
+            assert again.content_hash == self.source.content_hash
+
+    @invariant()
+    def identity_and_provenance_never_change(self) -> None:
+        assert self.source.id == Source.create_id(self.scope_id, "task", "run/1")
+        assert (self.source.scope_id, self.source.source_type, self.source.source_id) == (
+            self.scope_id, "task", "run/1")
+        assert (self.source.eligibility, self.source.attempt_id) == (
+            self.eligibility, self.attempt_id)
+        assert self.source.version == len(self.events)
+
+    @invariant()
+    def replaying_the_events_rebuilds_the_live_source(self) -> None:
+        assert replay(self.events) == self.source
+
+
+def test_source_amend_and_withdraw_follow_the_model_and_replay() -> None:
+    run_state_machine_as_test(SourceMachine, settings=PURE)
+
+
+def test_source_round_trips_through_the_store(open_app: Callable[[], Dreaming]) -> None:
+    """Every step is committed; both the writer and a second application read the live Source."""
+    writer, reader = open_app(), open_app()
+
+    class StoredSourceMachine(SourceMachine):
+        def commit(self) -> list[Any]:
+            pending = list(self.source.pending_events)
+            writer.commit(self.source)
+            return pending
+
+        @invariant()
+        def the_store_returns_the_live_source(self) -> None:
+            assert writer.repository.get(self.source.id) == self.source
+            assert reader.repository.get(self.source.id) == self.source
+
+    run_state_machine_as_test(StoredSourceMachine, settings=STORED)
