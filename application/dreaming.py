@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, TypeVar
 
 from eventsourcing.domain import Aggregate
@@ -64,8 +65,11 @@ class Dreaming(WriteModel):
         return Written(scope, self.commit(scope))
 
     def get_scope(self, scope_id: str) -> Scope:
-        return self.load(scope_aggregate_id(check_scope_id(scope_id)), lambda: ScopeNotFoundError(
-            f"scope {scope_id!r} does not exist", scope_id=scope_id))
+        scope: Scope = self.load(
+            scope_aggregate_id(check_scope_id(scope_id)),
+            lambda: ScopeNotFoundError(f"scope {scope_id!r} does not exist", scope_id=scope_id),
+        )
+        return scope
 
     @retry_on_write_conflict
     def change_scope_settings(self, scope_id: str, changes: Mapping[str, Any]) -> Written[Scope]:
@@ -124,11 +128,12 @@ class Dreaming(WriteModel):
 
     def get_source(self, scope_id: str, source_type: str, source_id: str) -> Source:
         ref = SourceRef(source_type=source_type, source_id=source_id)
-        return self.load(
+        source: Source = self.load(
             source_aggregate_id(check_scope_id(scope_id), ref.source_type, ref.source_id),
             lambda: SourceNotFoundError(f"source {source_type}/{source_id} does not exist",
                                         source=ref.to_dict()),
         )
+        return source
 
     # -- artifacts ---------------------------------------------------------------------------
 
@@ -173,8 +178,9 @@ class Dreaming(WriteModel):
     def get_artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
         aggregate_id = artifact_aggregate_id(check_scope_id(scope_id), check_family(family),
                                              artifact_id)
-        return self.load(aggregate_id, lambda: ArtifactNotFoundError(
+        artifact: Artifact = self.load(aggregate_id, lambda: ArtifactNotFoundError(
             f"{family}/{artifact_id} does not exist", family=family, artifact_id=artifact_id))
+        return artifact
 
     def read_revision(self, scope_id: str, ref: ArtifactRef) -> ArtifactRevision:
         return self.get_artifact(scope_id, ref.family, ref.artifact_id).revision(ref.revision)
@@ -237,14 +243,14 @@ class Dreaming(WriteModel):
         """Load every referenced aggregate, proving each exact reference exists and is usable."""
         read: list[Aggregate] = []
         for source_ref in lineage.sources:
-            source = self._referenced(lambda r=source_ref: self.get_source(
-                scope_id, r.source_type, r.source_id), source_ref.to_dict())
+            source = self._referenced(partial(self.get_source, scope_id, source_ref.source_type,
+                                              source_ref.source_id), source_ref.to_dict())
             if source.withdrawn:
                 raise ReferenceNotFoundError("a referenced source was withdrawn",
                                              reference=source_ref.to_dict())
             read.append(source)
         for artifact_ref in lineage.artifacts:
-            read.append(self._referenced(lambda r=artifact_ref: self._at_revision(scope_id, r),
+            read.append(self._referenced(partial(self._at_revision, scope_id, artifact_ref),
                                          artifact_ref.to_dict()))
         for citation in lineage.memory_citations:
             self.read_entry_version(scope_id, citation)

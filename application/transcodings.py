@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eventsourcing.persistence import Transcoder, Transcoding
+from eventsourcing.persistence import JSONTranscoder, Transcoding
 
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 
@@ -56,6 +56,6 @@ class LineageAsDict(Transcoding):
                        memory_citations=tuple(data["memory_citations"]))
 
 
-def register_reference_transcodings(transcoder: Transcoder) -> None:
+def register_reference_transcodings(transcoder: JSONTranscoder) -> None:
     for transcoding in (SourceRefAsDict, ArtifactRefAsDict, MemoryCitationAsDict, LineageAsDict):
         transcoder.register(transcoding())

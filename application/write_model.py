@@ -11,12 +11,12 @@ import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.domain import Aggregate, DomainEventProtocol
-from eventsourcing.persistence import IntegrityError, Transcoder
+from eventsourcing.domain import Aggregate, AggregateEvent
+from eventsourcing.persistence import IntegrityError, JSONTranscoder
 from eventsourcing.utils import EnvType
 
 from application.ports import Clock, ReadSetChangedError, ReadSetRecorder, system_clock
@@ -73,7 +73,7 @@ class WriteModel(Application[UUID]):
                    "application through adapters.persistence")
             raise TypeError(msg)
 
-    def register_transcodings(self, transcoder: Transcoder) -> None:
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
         register_reference_transcodings(transcoder)
 
@@ -105,8 +105,8 @@ class WriteModel(Application[UUID]):
             ) from None
         return recordings[-1].notification.id if recordings else None
 
-    def history(self, aggregate_id: UUID) -> Sequence[DomainEventProtocol[UUID]]:
-        return list(self.events.get(aggregate_id))
+    def history(self, aggregate_id: UUID) -> Sequence[AggregateEvent]:
+        return [cast(AggregateEvent, e) for e in self.events.get(aggregate_id)]
 
     def max_position(self) -> int:
-        return self.recorder.max_notification_id() or 0  # type: ignore[attr-defined]
+        return self.recorder.max_notification_id() or 0

@@ -1,0 +1,122 @@
+"""The embedded demo: a scope's Sources and Memory, shown exactly as the event store holds them."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from application.dreaming import Dreaming
+from domain.artifact import Artifact
+from domain.refs import Lineage, SourceRef
+
+TASKS = {
+    "deploy-42": ("Deploy failed: the image tag 'latest' moved between build and rollout. "
+                  "Pinned the image by digest and re-ran; rollout succeeded."),
+    "deploy-43": ("Second service showed the same drift. Pinned by digest before rollout; "
+                  "rollout succeeded first time."),
+    "retry-7": ("Payment write timed out; retried without an idempotency key and charged twice. "
+                "Refunded, then retried with key K; exactly one charge."),
+}
+
+
+def run_demo(app: Dreaming, scope_id: str, say: Callable[[str], None]) -> dict[str, Any]:
+    steps = 6
+    say(f"[1/{steps}] Creating scope {scope_id}")
+    app.create_scope(scope_id)
+
+    say(f"[2/{steps}] Recording {len(TASKS)} task Sources")
+    for source_id, text in TASKS.items():
+        app.record_source(scope_id, "task", source_id, text=text, attempt_id=f"att-{source_id}")
+
+    say(f"[3/{steps}] Writing Memory entries (task records, a preference, a counter-example)")
+    app.create_memory(scope_id, "team-notes", principal="demo", title="Team notes")
+    first = app.add_entry(scope_id, "team-notes", "pin-images", "task_record",
+                          "Pin container images by digest before rollout.",
+                          sources=[SourceRef("task", "deploy-42")]).value
+    app.add_entry(scope_id, "team-notes", "short-answers", "preference",
+                  "The team prefers short status updates.")
+    app.add_entry(scope_id, "team-notes", "latest-is-fine", "counter_example",
+                  "Using the 'latest' tag is fine for production rollouts.")
+    app.add_entry(scope_id, "team-notes", "idempotent-retries", "task_record",
+                  "Retry payment writes only with an idempotency key.",
+                  sources=[SourceRef("task", "retry-7")])
+
+    say(f"[4/{steps}] Revising one entry and retiring the counter-example")
+    app.revise_entry(scope_id, "team-notes", "pin-images", "task_record",
+                     "Pin container images by digest before every rollout.",
+                     sources=[SourceRef("task", "deploy-42"), SourceRef("task", "deploy-43")])
+    app.deactivate_entry(scope_id, "team-notes", "latest-is-fine",
+                         reason="contradicted by deploy-42 and deploy-43")
+
+    say(f"[5/{steps}] Creating an Experience by a management write, citing exact evidence")
+    app.create_artifact(
+        scope_id, "experience", "pin-by-digest",
+        {"situation": "A rollout used a moving image tag.",
+         "action": "Pinned the image by digest and re-ran the rollout.",
+         "outcome": "The rollout succeeded; the second service succeeded first time.",
+         "lesson": "Pin images by digest before rollout."},
+        principal="demo",
+        lineage=Lineage(sources=(SourceRef("task", "deploy-42"),)),
+    )
+
+    say(f"[6/{steps}] Reading back the manifest, an exact old entry version and the history")
+    memory = app.get_artifact(scope_id, "memory", "team-notes")
+    experience = app.get_artifact(scope_id, "experience", "pin-by-digest")
+    return {
+        "scope_id": scope_id,
+        "memory_head": memory.head_ref.to_dict(),
+        "manifest": _manifest(memory),
+        "exact_first_version": {
+            "citation": first.citation.to_dict(),
+            "text": app.read_entry_version(scope_id, first.citation).text,
+        },
+        "experience": {"ref": experience.head_ref.to_dict(),
+                       "lineage": experience.revision(1).lineage.to_dict()},
+        "history": {
+            "memory": _history(app, memory),
+            "experience": _history(app, experience),
+        },
+    }
+
+
+def _manifest(memory: Artifact) -> list[dict[str, Any]]:
+    return [{"entry_id": entry_id, "entry_version_id": entry.entry_version_id,
+             "status": entry.status, "content_hash": entry.content_hash}
+            for entry_id, entry in memory.manifest().items()]
+
+
+def _history(app: Dreaming, artifact: Artifact) -> list[dict[str, Any]]:
+    return [{"version": event.originator_version, "event": type(event).__qualname__,
+             "at": event.timestamp.isoformat(),
+             **({"entry_id": event.entry_id} if hasattr(event, "entry_id") else {})}
+            for event in app.history(artifact.id)]
+
+
+def render(report: dict[str, Any], write: Callable[[str], None]) -> None:
+    write(f"\nMemory {report['memory_head']['artifact_id']} at revision "
+          f"{report['memory_head']['revision']}:")
+    write(f"  {'entry':<20} {'status':<9} {'version':<36} content hash")
+    for row in report["manifest"]:
+        write(f"  {row['entry_id']:<20} {row['status']:<9} {row['entry_version_id']:<36} "
+              f"{row['content_hash'][:16]}…")
+    exact = report["exact_first_version"]
+    write(f"\nExact read of {exact['citation']['entry_id']} @ "
+          f"{exact['citation']['entry_version_id']} (memory revision "
+          f"{exact['citation']['memory_ref']['revision']}):\n  {exact['text']!r}")
+    write("\nExperience lineage (the management write is a lineage_only Source):")
+    for source in report["experience"]["lineage"]["sources"]:
+        write(f"  source {source['source_type']}/{source['source_id']}")
+    for name, events in report["history"].items():
+        write(f"\nEvent history of the {name}:")
+        for event in events:
+            write(f"  v{event['version']:<3} {event['event']:<28} {event.get('entry_id', '')}")
+
+
+def default_scope_id() -> str:
+    return "demo-" + datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%S%f")
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
