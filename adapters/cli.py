@@ -47,10 +47,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from benchmarks import core  # noqa: PLC0415 - benchmark code is only needed here
 
-    argv = ["--quick"] if args.quick else []
-    if args.json:
-        argv.append("--json")
-    return core.main(argv)
+    return core.main(args.options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="run a benchmark")
     bench.add_argument("suite", choices=["core"], help="which benchmark")
-    bench.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
-    bench.add_argument("--json", action="store_true", help="print JSON only")
+    bench.add_argument("options", nargs=argparse.REMAINDER,
+                       help="passed to the suite, e.g. --quick, --json, --stores sqlite")
     bench.set_defaults(handler=_bench)
     return parser
 

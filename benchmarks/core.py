@@ -301,11 +301,19 @@ def report(args: argparse.Namespace, measurements: Sequence[Measurement],
         "stores": dict(stores),
         "summary": [asdict(row) for row in summarize(measurements)],
         "measurements": [
-            {**asdict(m), "rounds": [[round(s, RAW_DECIMALS) for s in r] for r in m.rounds],
+            {**asdict(m), "rounds": [_round_data(r, raw=args.raw) for r in m.rounds],
              "unit": "seconds per call", "events_per_second": m.events_per_second}
             for m in measurements
         ],
     }
+
+
+def _round_data(samples: Sequence[float], *, raw: bool) -> Any:
+    """Every per-call time with ``--raw``; otherwise the round's size, median and p95."""
+    if raw:
+        return [round(s, RAW_DECIMALS) for s in samples]
+    return {"calls": len(samples), "median": round(statistics.median(samples), RAW_DECIMALS),
+            "p95": round(p95(samples), RAW_DECIMALS)}
 
 
 # --- command line ------------------------------------------------------------
@@ -328,6 +336,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="comma-separated subset of: " + ",".join(STORES))
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON result path")
     parser.add_argument("--json", action="store_true", help="print only the JSON to stdout")
+    parser.add_argument("--raw", action="store_true", help="keep every per-call time in the JSON")
     return parser.parse_args(argv)
 
 
