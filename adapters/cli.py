@@ -23,7 +23,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    # The demo writes in-process as the single local principal.
+    settings = _settings(args).model_copy(update={"access": "disabled"})
     app = open_dreaming(settings)
     try:
         quiet = args.json

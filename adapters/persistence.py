@@ -121,7 +121,8 @@ def application_env(settings: Settings) -> dict[str, str]:
 def open_write_model(settings: Settings | None = None,
                      cls: type[WriteModel] = Dreaming) -> Any:
     """The write model configured from settings (default: ``DREAM_*`` environment)."""
-    return cls(env=application_env(settings or Settings()))
+    settings = settings or Settings()
+    return cls(env=application_env(settings), enforce_access=settings.access == "enforced")
 
 
 def open_dreaming(settings: Settings | None = None) -> Dreaming:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -11,6 +12,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DREAM_", extra="ignore")
 
+    access: Literal["enforced", "disabled"] = Field(
+        default="enforced",
+        description="enforced: bearer tokens and roles; disabled: one local principal.",
+    )
     data_dir: Path = Field(default=Path(".dream"),
                            description="Embedded store directory (SQLite files).")
     database_url: str | None = Field(

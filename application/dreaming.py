@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 
 from eventsourcing.domain import Aggregate
 
-from application.write_model import WriteModel, Written, retry_on_write_conflict
+from application.access import Access
+from application.write_model import Written, retry_on_write_conflict
+from domain.access import ADMINISTER, CONTRIBUTE, READ, Resource
 from domain.artifact import ACTIVE, Artifact, ArtifactRevision, EntryVersion
 from domain.errors import (
     ArtifactExistsError,
@@ -24,7 +26,6 @@ from domain.errors import (
     ReferenceNotFoundError,
     RevisionNotFoundError,
     ScopeExistsError,
-    ScopeNotFoundError,
     SourceConflictError,
     SourceNotFoundError,
 )
@@ -54,39 +55,48 @@ class EntryWritten:
                               entry_version_id=self.entry.entry_version_id)
 
 
-class Dreaming(WriteModel):
+class Dreaming(Access):
     # -- scopes ------------------------------------------------------------------------------
 
     def create_scope(self, scope_id: str, settings: Mapping[str, Any] | None = None
                      ) -> Written[Scope]:
+        self.require_admin()
         if self.exists(scope_aggregate_id(check_scope_id(scope_id))):
             raise ScopeExistsError(f"scope {scope_id!r} already exists", scope_id=scope_id)
         scope = Scope.create(scope_id, settings)
         return Written(scope, self.commit(scope))
 
     def get_scope(self, scope_id: str) -> Scope:
-        scope: Scope = self.load(
-            scope_aggregate_id(check_scope_id(scope_id)),
-            lambda: ScopeNotFoundError(f"scope {scope_id!r} does not exist", scope_id=scope_id),
-        )
-        return scope
+        return self.scope_for(scope_id, READ)
 
     @retry_on_write_conflict
     def change_scope_settings(self, scope_id: str, changes: Mapping[str, Any]) -> Written[Scope]:
-        scope = self.get_scope(scope_id)
+        scope = self.scope_for(scope_id, ADMINISTER)
         scope.change_settings(changes)
         return Written(scope, self.commit(scope))
 
     @retry_on_write_conflict
     def grant_role(self, scope_id: str, principal: str, role: str) -> Written[Scope]:
-        scope = self.get_scope(scope_id)
+        scope = self.scope_for(scope_id, ADMINISTER)
         scope.grant_role(principal, role)
         return Written(scope, self.commit(scope))
 
     @retry_on_write_conflict
     def revoke_role(self, scope_id: str, principal: str, role: str) -> Written[Scope]:
-        scope = self.get_scope(scope_id)
+        scope = self.scope_for(scope_id, ADMINISTER)
         scope.revoke_role(principal, role)
+        return Written(scope, self.commit(scope))
+
+    @retry_on_write_conflict
+    def grant_read(self, scope_id: str, principal: str, resource: Resource) -> Written[Scope]:
+        scope = self.scope_for(scope_id, ADMINISTER)
+        scope.grant_read(principal, resource)
+        return Written(scope, self.commit(scope))
+
+    @retry_on_write_conflict
+    def revoke_read(self, scope_id: str, principal: str, resource: Resource) -> Written[Scope]:
+        scope = self.scope_for(scope_id, ADMINISTER)
+        scope.revoke_read(principal, resource)
         return Written(scope, self.commit(scope))
 
     # -- sources -----------------------------------------------------------------------------
@@ -97,12 +107,12 @@ class Dreaming(WriteModel):
                       eligibility: str = ELIGIBLE, attempt_id: str | None = None,
                       occurred_at: datetime | None = None) -> Written[Source]:
         """Record a Source; recording the identical Source again is an idempotent no-op."""
-        scope = self.get_scope(scope_id)
+        scope = self.scope_for(scope_id, CONTRIBUTE)
         source = Source.record(scope.scope_id, source_type, source_id, text=text,
                                payload=payload, eligibility=eligibility, attempt_id=attempt_id,
                                occurred_at=occurred_at)
         if self.exists(source.id):
-            existing = self.get_source(scope_id, source_type, source_id)
+            existing = self._source(scope_id, source_type, source_id)
             if existing.content_hash != source.content_hash or existing.withdrawn:
                 raise SourceConflictError(
                     f"source {source_type}/{source_id} exists with other content",
@@ -115,18 +125,24 @@ class Dreaming(WriteModel):
     def amend_source(self, scope_id: str, source_type: str, source_id: str, *,
                      text: str | None = None, payload: Mapping[str, Any] | None = None,
                      occurred_at: datetime | None = None) -> Written[Source]:
-        source = self.get_source(scope_id, source_type, source_id)
+        self.scope_for(scope_id, CONTRIBUTE)
+        source = self._source(scope_id, source_type, source_id)
         source.amend(text, payload, occurred_at)
         return Written(source, self.commit(source))
 
     @retry_on_write_conflict
     def withdraw_source(self, scope_id: str, source_type: str, source_id: str,
                         reason: str) -> Written[Source]:
-        source = self.get_source(scope_id, source_type, source_id)
+        self.scope_for(scope_id, ADMINISTER)
+        source = self._source(scope_id, source_type, source_id)
         source.withdraw(reason)
         return Written(source, self.commit(source))
 
     def get_source(self, scope_id: str, source_type: str, source_id: str) -> Source:
+        self.scope_for(scope_id, READ, Resource.source(source_type, source_id))
+        return self._source(scope_id, source_type, source_id)
+
+    def _source(self, scope_id: str, source_type: str, source_id: str) -> Source:
         ref = SourceRef(source_type=source_type, source_id=source_id)
         source: Source = self.load(
             source_aggregate_id(check_scope_id(scope_id), ref.source_type, ref.source_id),
@@ -142,7 +158,7 @@ class Dreaming(WriteModel):
                         content: Mapping[str, Any], principal: str,
                         lineage: Lineage | None = None) -> Written[Artifact]:
         """Basic management create; records a ``lineage_only`` Source describing the write."""
-        scope = self.get_scope(scope_id)
+        scope = self.scope_for(scope_id, CONTRIBUTE)
         if self.exists(artifact_aggregate_id(scope.scope_id, check_family(family), artifact_id)):
             raise ArtifactExistsError(f"{family}/{artifact_id} already exists",
                                       family=family, artifact_id=artifact_id)
@@ -160,7 +176,8 @@ class Dreaming(WriteModel):
                          content: Mapping[str, Any], principal: str, expected_revision: int,
                          lineage: Lineage | None = None) -> Written[Artifact]:
         """Basic management replace: a new revision, checked against the expected head."""
-        artifact = self.get_artifact(scope_id, family, artifact_id)
+        self.scope_for(scope_id, CONTRIBUTE)
+        artifact = self._artifact(scope_id, family, artifact_id)
         artifact.check_expected_revision(expected_revision)
         lineage = lineage or Lineage()
         read = self._check_lineage(artifact.scope_id, lineage)
@@ -176,6 +193,10 @@ class Dreaming(WriteModel):
         return self.create_artifact(scope_id, MEMORY, memory_id, content, principal)
 
     def get_artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
+        self.scope_for(scope_id, READ, Resource.artifact(family, artifact_id))
+        return self._artifact(scope_id, family, artifact_id)
+
+    def _artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
         aggregate_id = artifact_aggregate_id(check_scope_id(scope_id), check_family(family),
                                              artifact_id)
         artifact: Artifact = self.load(aggregate_id, lambda: ArtifactNotFoundError(
@@ -191,7 +212,7 @@ class Dreaming(WriteModel):
     def add_entry(self, scope_id: str, memory_id: str, entry_id: str, kind: str, text: str,
                   sources: Sequence[SourceRef] = (), artifacts: Sequence[ArtifactRef] = (),
                   expected_revision: int | None = None) -> Written[EntryWritten]:
-        memory = self.get_artifact(scope_id, MEMORY, memory_id)
+        memory = self._contributing_to(scope_id, memory_id)
         read = self._check_lineage(memory.scope_id, Lineage(tuple(sources), tuple(artifacts)))
         entry = memory.add_entry(entry_id, kind, text, sources, artifacts, expected_revision)
         return Written(EntryWritten(memory.head_ref, entry), self.commit(memory, read=read))
@@ -201,7 +222,7 @@ class Dreaming(WriteModel):
                      sources: Sequence[SourceRef] = (), artifacts: Sequence[ArtifactRef] = (),
                      expected_revision: int | None = None,
                      expected_entry_version_id: str | None = None) -> Written[EntryWritten]:
-        memory = self.get_artifact(scope_id, MEMORY, memory_id)
+        memory = self._contributing_to(scope_id, memory_id)
         read = self._check_lineage(memory.scope_id, Lineage(tuple(sources), tuple(artifacts)))
         entry = memory.revise_entry(entry_id, kind, text, sources, artifacts, expected_revision,
                                     expected_entry_version_id)
@@ -211,7 +232,7 @@ class Dreaming(WriteModel):
     def deactivate_entry(self, scope_id: str, memory_id: str, entry_id: str,
                          reason: str = "deactivated", expected_revision: int | None = None,
                          ) -> Written[EntryWritten]:
-        memory = self.get_artifact(scope_id, MEMORY, memory_id)
+        memory = self._contributing_to(scope_id, memory_id)
         memory.deactivate_entry(entry_id, reason, expected_revision)
         return Written(EntryWritten(memory.head_ref, memory.current_entry(entry_id)),
                        self.commit(memory))
@@ -219,7 +240,7 @@ class Dreaming(WriteModel):
     @retry_on_write_conflict
     def reactivate_entry(self, scope_id: str, memory_id: str, entry_id: str,
                          expected_revision: int | None = None) -> Written[EntryWritten]:
-        memory = self.get_artifact(scope_id, MEMORY, memory_id)
+        memory = self._contributing_to(scope_id, memory_id)
         memory.reactivate_entry(entry_id, expected_revision)
         return Written(EntryWritten(memory.head_ref, memory.current_entry(entry_id)),
                        self.commit(memory))
@@ -227,6 +248,10 @@ class Dreaming(WriteModel):
     def read_entry_version(self, scope_id: str, citation: MemoryCitation) -> EntryVersion:
         """The exact entry version a citation names, as listed in the cited revision."""
         memory = self.get_artifact(scope_id, MEMORY, citation.memory_ref.artifact_id)
+        return self._cited_version(memory, citation)
+
+    @staticmethod
+    def _cited_version(memory: Artifact, citation: MemoryCitation) -> EntryVersion:
         listed = memory.manifest(memory.revision(citation.memory_ref.revision).revision)
         if listed.get(citation.entry_id, None) is None or (
             listed[citation.entry_id].entry_version_id != citation.entry_version_id
@@ -238,6 +263,10 @@ class Dreaming(WriteModel):
         return memory.entry_version(citation.entry_id, citation.entry_version_id)
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _contributing_to(self, scope_id: str, memory_id: str) -> Artifact:
+        self.scope_for(scope_id, CONTRIBUTE)
+        return self._artifact(scope_id, MEMORY, memory_id)
 
     def _check_lineage(self, scope_id: str, lineage: Lineage) -> list[Aggregate]:
         """Load every referenced aggregate, proving each exact reference exists and is usable."""
@@ -253,8 +282,8 @@ class Dreaming(WriteModel):
             read.append(self._referenced(partial(self._at_revision, scope_id, artifact_ref),
                                          artifact_ref.to_dict()))
         for citation in lineage.memory_citations:
-            self.read_entry_version(scope_id, citation)
             memory = self.get_artifact(scope_id, MEMORY, citation.memory_ref.artifact_id)
+            self._cited_version(memory, citation)
             cited = memory.manifest(citation.memory_ref.revision)[citation.entry_id]
             if cited.status != ACTIVE or memory.entry_status(citation.entry_id) != ACTIVE:
                 raise MemoryEntryInactiveError("a cited memory entry is inactive",

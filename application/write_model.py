@@ -65,9 +65,11 @@ class WriteModel(Application[UUID]):
 
     name = "Dreaming"
 
-    def __init__(self, env: EnvType | None = None, clock: Clock = system_clock) -> None:
+    def __init__(self, env: EnvType | None = None, clock: Clock = system_clock,
+                 enforce_access: bool = True) -> None:
         super().__init__(env)
         self.clock = clock
+        self.enforce_access = enforce_access
         if not isinstance(self.recorder, ReadSetRecorder):
             msg = (f"{type(self.recorder).__name__} cannot check read sets; configure the "
                    "application through adapters.persistence")

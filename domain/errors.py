@@ -165,3 +165,23 @@ class WriteConflictError(DomainError):
     """Another writer changed an aggregate this command read or wrote; nothing was stored."""
 
     code = "write_conflict"
+
+
+class UnauthorizedError(DomainError):
+    """No valid credentials were presented."""
+
+    code = "unauthorized"
+
+
+class ForbiddenError(DomainError):
+    """The caller is known in the scope but lacks the permission now."""
+
+    code = "forbidden"
+
+
+class PrincipalExistsError(DomainError):
+    code = "principal_exists"
+
+
+class PrincipalNotFoundError(DomainError):
+    code = "principal_not_found"

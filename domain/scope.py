@@ -8,11 +8,12 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from domain.access import GRANTED, REVOKED, ROLE_PERMISSIONS, Resource, has_any_access, permits
 from domain.errors import InvalidRoleError, InvalidSettingsError
 from domain.identity import check_scope_id, scope_aggregate_id
 from domain.text import check_identifier
 
-ROLES = ("reader", "contributor", "reviewer", "admin")
+ROLES = tuple(ROLE_PERMISSIONS)
 PRINCIPAL_MAX = 256
 
 # Setting name -> (minimum, maximum). Budgets may only tighten the anchor's ceilings.
@@ -75,6 +76,14 @@ class Scope(Aggregate):
         principal: str
         role: str
 
+    class ReadGranted(Aggregate.Event):
+        principal: str
+        resource: dict[str, str]
+
+    class ReadRevoked(Aggregate.Event):
+        principal: str
+        resource: dict[str, str]
+
     @staticmethod
     def create_id(scope_id: str) -> UUID:
         return scope_aggregate_id(scope_id)
@@ -88,6 +97,7 @@ class Scope(Aggregate):
         self.scope_id = scope_id
         self.settings = dict(settings)
         self.roles: dict[str, frozenset[str]] = {}
+        self.read_grants: dict[str, dict[str, str]] = {}
 
     def change_settings(self, changes: Mapping[str, Any]) -> bool:
         """Merge ``changes`` into the settings; a ``None`` value restores the default."""
@@ -127,3 +137,43 @@ class Scope(Aggregate):
             self.roles[principal] = remaining
         else:
             del self.roles[principal]
+
+    # -- access ------------------------------------------------------------------------------
+
+    def roles_of(self, principal: str) -> frozenset[str]:
+        return self.roles.get(principal, frozenset())
+
+    def grants_of(self, principal: str) -> dict[str, str]:
+        return self.read_grants.get(principal, {})
+
+    def permits(self, principal: str, action: str, resource: Resource | None = None) -> bool:
+        return permits(self.roles_of(principal), self.grants_of(principal), action, resource)
+
+    def acknowledges(self, principal: str) -> bool:
+        return has_any_access(self.roles_of(principal), self.grants_of(principal))
+
+    def grant_read(self, principal: str, resource: Resource) -> bool:
+        """Let ``principal`` read one resource, even without a scope role."""
+        check_identifier("principal", principal, PRINCIPAL_MAX)
+        if self.grants_of(principal).get(resource.key) == GRANTED:
+            return False
+        self._read_granted(principal=principal, resource=resource.to_dict())
+        return True
+
+    @event(ReadGranted)
+    def _read_granted(self, principal: str, resource: dict[str, str]) -> None:
+        key = Resource.from_dict(resource).key
+        self.read_grants[principal] = {**self.grants_of(principal), key: GRANTED}
+
+    def revoke_read(self, principal: str, resource: Resource) -> bool:
+        """Deny ``principal`` one resource, even when a role would allow it."""
+        check_identifier("principal", principal, PRINCIPAL_MAX)
+        if self.grants_of(principal).get(resource.key) == REVOKED:
+            return False
+        self._read_revoked(principal=principal, resource=resource.to_dict())
+        return True
+
+    @event(ReadRevoked)
+    def _read_revoked(self, principal: str, resource: dict[str, str]) -> None:
+        key = Resource.from_dict(resource).key
+        self.read_grants[principal] = {**self.grants_of(principal), key: REVOKED}

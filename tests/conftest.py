@@ -55,10 +55,12 @@ def fresh_postgres_url(server: PostgresServer | str) -> str:
 @pytest.fixture(params=STORES)
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     """Settings for a fresh, empty store of the parametrised kind."""
+    # Core tests act as the single local principal; access tests enforce explicitly.
     if request.param == "sqlite":
-        return Settings(data_dir=tmp_path / "data")
+        return Settings(data_dir=tmp_path / "data", access="disabled")
     server = request.getfixturevalue("postgres_server")
-    return Settings(data_dir=tmp_path / "data", database_url=fresh_postgres_url(server))
+    return Settings(data_dir=tmp_path / "data", access="disabled",
+                    database_url=fresh_postgres_url(server))
 
 
 @pytest.fixture

@@ -1,0 +1,157 @@
+"""Callers, principals, tokens and the permission check every command performs.
+
+The caller travels with the call in a ``ContextVar`` set per request (or per run), never in
+shared state, so concurrent requests cannot see each other's identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from application.write_model import WriteModel, Written
+from domain.access import Resource
+from domain.errors import (
+    ForbiddenError,
+    PrincipalExistsError,
+    PrincipalNotFoundError,
+    ScopeNotFoundError,
+    UnauthorizedError,
+)
+from domain.identity import check_scope_id, scope_aggregate_id
+from domain.principal import AccessToken, Principal
+from domain.scope import Scope
+
+BOOTSTRAP_ADMIN = "admin"
+TOKEN_PREFIX = "dream_"
+
+
+@dataclass(frozen=True)
+class Caller:
+    name: str
+    admin: bool = False
+
+
+LOCAL_CALLER = Caller("local", admin=True)
+_current_caller: ContextVar[Caller | None] = ContextVar("dream_caller", default=None)
+
+
+@contextmanager
+def acting_as(caller: Caller) -> Iterator[Caller]:
+    """Run the enclosed commands on behalf of ``caller``."""
+    token = _current_caller.set(caller)
+    try:
+        yield caller
+    finally:
+        _current_caller.reset(token)
+
+
+def current_caller() -> Caller | None:
+    return _current_caller.get()
+
+
+def token_hash(token: str) -> str:
+    # Tokens are 256-bit random strings, so a fast hash is not brute-forceable.
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class Access(WriteModel):
+    """Authentication and authorisation on top of the event store."""
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def caller(self) -> Caller:
+        if not self.enforce_access:
+            return current_caller() or LOCAL_CALLER
+        caller = current_caller()
+        if caller is None:
+            raise UnauthorizedError("this command needs an authenticated caller")
+        return caller
+
+    def require_admin(self) -> Caller:
+        caller = self.caller()
+        if not caller.admin:
+            raise ForbiddenError("only a deployment administrator may do this",
+                                 principal=caller.name)
+        return caller
+
+    def scope_for(self, scope_id: str, action: str, resource: Resource | None = None) -> Scope:
+        """Load the scope and check the caller's current rights in it.
+
+        A scope the caller has no access to at all is reported as absent, so scopes cannot
+        be discovered by probing.
+        """
+        scope = self._load_scope(scope_id)
+        caller = self.caller()
+        if caller.admin:
+            return scope
+        if not scope.acknowledges(caller.name):
+            raise self._scope_not_found(scope_id)
+        if not scope.permits(caller.name, action, resource):
+            raise ForbiddenError(f"{caller.name} may not {action} here", action=action,
+                                 principal=caller.name,
+                                 resource=None if resource is None else resource.to_dict())
+        return scope
+
+    def _load_scope(self, scope_id: str) -> Scope:
+        scope: Scope = self.load(scope_aggregate_id(check_scope_id(scope_id)),
+                                 lambda: self._scope_not_found(scope_id))
+        return scope
+
+    @staticmethod
+    def _scope_not_found(scope_id: str) -> ScopeNotFoundError:
+        return ScopeNotFoundError(f"scope {scope_id!r} does not exist", scope_id=scope_id)
+
+    # -- principals and tokens ---------------------------------------------------------------
+
+    def register_principal(self, name: str, admin: bool = False) -> Written[Principal]:
+        self.require_admin()
+        principal = Principal.register(name, admin)
+        if self.exists(principal.id):
+            raise PrincipalExistsError(f"principal {name!r} already exists", principal=name)
+        return Written(principal, self.commit(principal))
+
+    def issue_token(self, principal: str, label: str = "token") -> Written[str]:
+        """A new bearer token for ``principal``; only its hash is stored."""
+        self.require_admin()
+        self.get_principal(principal)
+        return self._issue(principal, label)
+
+    def _issue(self, principal: str, label: str) -> Written[str]:
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        issued = AccessToken.issue(token_hash(token), principal, label)
+        return Written(token, self.commit(issued))
+
+    def revoke_token(self, token: str, reason: str = "revoked") -> Written[None]:
+        self.require_admin()
+        issued = self._token(token)
+        issued.revoke(reason)
+        return Written(None, self.commit(issued))
+
+    def get_principal(self, name: str) -> Principal:
+        principal: Principal = self.load(Principal.create_id(name), lambda: PrincipalNotFoundError(
+            f"principal {name!r} does not exist", principal=name))
+        return principal
+
+    def authenticate(self, token: str) -> Caller:
+        issued = self._token(token)
+        issued.check_usable()
+        return Caller(issued.principal, self.get_principal(issued.principal).admin)
+
+    def _token(self, token: str) -> AccessToken:
+        issued: AccessToken = self.load(AccessToken.create_id(token_hash(token)),
+                                        lambda: UnauthorizedError("unknown bearer token"))
+        return issued
+
+    def bootstrap_admin(self) -> str | None:
+        """On first start, create the ``admin`` principal and return its only token."""
+        admin = Principal.register(BOOTSTRAP_ADMIN, admin=True)
+        if self.exists(admin.id):
+            return None
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        self.commit(admin, AccessToken.issue(token_hash(token), BOOTSTRAP_ADMIN, "bootstrap"))
+        return token
