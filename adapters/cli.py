@@ -11,6 +11,8 @@ from typing import Any
 from adapters.demo import default_scope_id, progress, render, run_demo
 from adapters.persistence import open_dreaming
 from adapters.settings import Settings
+from application.access import LOCAL_CALLER, acting_as
+from domain.errors import PrincipalNotFoundError
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -51,16 +53,86 @@ def _bench(args: argparse.Namespace) -> int:
     return core.main(args.options)
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from adapters.http.server import serve  # noqa: PLC0415 - keeps the CLI start fast
+
+    settings = _settings(args)
+    if args.access:
+        settings = settings.model_copy(update={"access": args.access})
+    serve(settings, args.host, args.port)
+    return 0
+
+
+def _openapi(args: argparse.Namespace) -> int:
+    from adapters.http.app import create_app  # noqa: PLC0415
+
+    schema = create_app(open_dreaming(_settings(args))).openapi()
+    print(json.dumps(schema, indent=2, sort_keys=True))
+    return 0
+
+
+def _token_create(args: argparse.Namespace) -> int:
+    """Operators with direct store access issue tokens as the local administrator."""
+    app = open_dreaming(_settings(args))
+    try:
+        with acting_as(LOCAL_CALLER):
+            try:
+                app.get_principal(args.principal)
+            except PrincipalNotFoundError:
+                app.register_principal(args.principal, admin=args.admin)
+            token = app.issue_token(args.principal, args.label).value
+            if args.scope:
+                app.grant_role(args.scope, args.principal, args.role)
+    finally:
+        app.close()
+    if args.json:
+        print(json.dumps({"principal": args.principal, "token": token, "scope": args.scope,
+                          "role": args.role if args.scope else None}))
+    else:
+        print(token)
+    return 0
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", help="embedded store directory (DREAM_DATA_DIR)")
+    parser.add_argument("--database-url", help="postgresql:// URL (DREAM_DATABASE_URL)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dream", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="run the main job on the embedded store")
     demo.add_argument("--scope", help="scope id to create (default: a fresh demo-<time> id)")
-    demo.add_argument("--data-dir", help="embedded store directory (DREAM_DATA_DIR)")
-    demo.add_argument("--database-url", help="postgresql:// URL (DREAM_DATABASE_URL)")
+    _store_options(demo)
     demo.add_argument("--json", action="store_true", help="print JSON only, no progress")
     demo.set_defaults(handler=_demo)
+
+    serve = commands.add_parser("serve", help="serve the HTTP API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8787)
+    serve.add_argument("--access", choices=["enforced", "disabled"], help="DREAM_ACCESS")
+    _store_options(serve)
+    serve.set_defaults(handler=_serve)
+
+    openapi = commands.add_parser("openapi", help="print the OpenAPI schema")
+    _store_options(openapi)
+    openapi.set_defaults(handler=_openapi)
+
+    admin = commands.add_parser("admin", help="administration").add_subparsers(
+        dest="admin_command", required=True)
+    token = admin.add_parser("token", help="bearer tokens").add_subparsers(
+        dest="token_command", required=True)
+    create = token.add_parser("create", help="issue a token (registers the principal)")
+    create.add_argument("--principal", required=True)
+    create.add_argument("--label", default="cli")
+    create.add_argument("--admin", action="store_true", help="a deployment administrator")
+    create.add_argument("--scope", help="also grant a role in this scope")
+    create.add_argument("--role", default="reader",
+                        choices=["reader", "contributor", "reviewer", "admin"])
+    create.add_argument("--json", action="store_true")
+    _store_options(create)
+    create.set_defaults(handler=_token_create)
 
     bench = commands.add_parser("bench", help="run a benchmark")
     bench.add_argument("suite", choices=["core"], help="which benchmark")

@@ -37,6 +37,7 @@ def _moved(read_set: ReadSet, current: Mapping[UUID, int]) -> dict[UUID, tuple[i
 
 class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     supports_read_set = True
+    store_kind = "sqlite"
 
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent],
                        *, read_set: ReadSet | None = None, **kwargs: Any) -> Sequence[int] | None:
@@ -58,6 +59,7 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
 
 class ReadSetPostgresApplicationRecorder(PostgresApplicationRecorder):
     supports_read_set = True
+    store_kind = "postgres"
 
     def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent],
                        *, read_set: ReadSet | None = None, **kwargs: Any) -> None:

@@ -87,6 +87,10 @@ class Dreaming(Access):
         scope.revoke_role(principal, role)
         return Written(scope, self.commit(scope))
 
+    def administered_scope(self, scope_id: str) -> Scope:
+        """The scope with its roles and grants, for its administrators."""
+        return self.scope_for(scope_id, ADMINISTER)
+
     @retry_on_write_conflict
     def grant_read(self, scope_id: str, principal: str, resource: Resource) -> Written[Scope]:
         scope = self.scope_for(scope_id, ADMINISTER)

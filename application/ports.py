@@ -34,3 +34,4 @@ class ReadSetRecorder(Protocol):
     """
 
     supports_read_set: bool
+    store_kind: str

@@ -110,5 +110,10 @@ class WriteModel(Application[UUID]):
     def history(self, aggregate_id: UUID) -> Sequence[AggregateEvent]:
         return [cast(AggregateEvent, e) for e in self.events.get(aggregate_id)]
 
+    @property
+    def store_kind(self) -> str:
+        kind: str = getattr(self.recorder, "store_kind", "unknown")
+        return kind
+
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0

@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from adapters.http.app import create_app
+from adapters.http.server import running_server
 from adapters.persistence import open_dreaming
 from adapters.postgres_server import (
     PostgresServer,
@@ -98,3 +101,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         print(f"\nDREAM_REQUIRE_POSTGRES: {ran} PostgreSQL tests passed, {skipped} skipped; "
               "the PostgreSQL suite must run in full.")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@dataclass(frozen=True)
+class LiveApi:
+    """The HTTP API served over real loopback HTTP, with access enforced."""
+
+    base_url: str
+    admin_token: str
+    dreaming: Dreaming
+
+    def headers(self, token: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token or self.admin_token}"}
+
+
+@pytest.fixture
+def live_api(settings: Settings) -> Iterator[LiveApi]:
+    dreaming = open_dreaming(settings.model_copy(update={"access": "enforced"}))
+    token = dreaming.bootstrap_admin()
+    assert token is not None
+    with running_server(create_app(dreaming)) as base_url:
+        yield LiveApi(base_url, token, dreaming)
+    dreaming.close()

@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI): routes translate JSON to commands and domain values back to JSON."""
