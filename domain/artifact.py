@@ -31,6 +31,7 @@ from domain.errors import (
 )
 from domain.identity import artifact_aggregate_id, check_scope_id
 from domain.refs import (
+    ARTIFACT_ID_MAX,
     ENTRY_ID_MAX,
     EXPERIENCE,
     MEMORY,
@@ -130,7 +131,8 @@ class Artifact(Aggregate):
                lineage: Lineage, provenance: Mapping[str, Any]) -> Artifact:
         family = check_family(family)
         return cls(scope_id=check_scope_id(scope_id), family=family,
-                   artifact_id=check_identifier("artifact_id", artifact_id),
+                   artifact_id=check_identifier("artifact_id", artifact_id, ARTIFACT_ID_MAX,
+                                                path_segment=True),
                    content=validate_content(family, content), lineage=lineage,
                    provenance=dict(provenance))
 
@@ -246,7 +248,7 @@ class Artifact(Aggregate):
                   artifacts: Sequence[ArtifactRef], expected_revision: int | None = None,
                   ) -> EntryVersion:
         self.check_family(MEMORY)
-        check_identifier("entry_id", entry_id, ENTRY_ID_MAX)
+        check_identifier("entry_id", entry_id, ENTRY_ID_MAX, path_segment=True)
         self.check_expected_revision(expected_revision)
         if entry_id in self._entry_log:
             raise MemoryEntryExistsError(

@@ -65,7 +65,7 @@ class ArtifactRef:
 
     def __post_init__(self) -> None:
         check_family(self.family)
-        check_identifier("artifact_id", self.artifact_id, ARTIFACT_ID_MAX)
+        check_identifier("artifact_id", self.artifact_id, ARTIFACT_ID_MAX, path_segment=True)
         check_revision(self.revision)
 
     def to_dict(self) -> dict[str, Any]:
@@ -90,8 +90,9 @@ class MemoryCitation:
             raise InvalidMemoryCitationError(
                 "memory_ref.family must be memory", field="memory_ref.family"
             )
-        check_identifier("entry_id", self.entry_id, ENTRY_ID_MAX)
-        check_identifier("entry_version_id", self.entry_version_id, ENTRY_ID_MAX)
+        check_identifier("entry_id", self.entry_id, ENTRY_ID_MAX, path_segment=True)
+        check_identifier("entry_version_id", self.entry_version_id, ENTRY_ID_MAX,
+                         path_segment=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {"memory_ref": self.memory_ref.to_dict(), "entry_id": self.entry_id,

@@ -10,14 +10,20 @@ from domain.errors import InvalidIdentifierError, InvalidTextError, TextTooLarge
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def check_identifier(field: str, value: object, max_length: int = 128) -> str:
-    """1..max_length characters, trimmed, no control characters."""
+def check_identifier(field: str, value: object, max_length: int = 128, *,
+                     path_segment: bool = False) -> str:
+    """1..max_length characters, trimmed, no control characters.
+
+    A ``path_segment`` identifier appears as one segment of API paths, so it has no ``/``.
+    """
     if not isinstance(value, str) or not value or not value.strip():
         raise InvalidIdentifierError(f"{field} must be a non-blank string", field=field)
     if value != value.strip() or _CONTROL.search(value):
         raise InvalidIdentifierError(
             f"{field} must not have surrounding whitespace or control characters", field=field
         )
+    if path_segment and "/" in value:
+        raise InvalidIdentifierError(f"{field} must not contain '/'", field=field)
     if len(value) > max_length:
         raise InvalidIdentifierError(
             f"{field} must be at most {max_length} characters",

@@ -1,0 +1,290 @@
+"""The Python client against the real API over loopback HTTP: typed answers, typed refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from adapters.client import (
+    ERRORS_BY_CODE,
+    ApiError,
+    DreamClient,
+    HttpError,
+    NotFoundError,
+    PayloadTooLargeError,
+    error_class,
+)
+from adapters.http.errors import STATUS_BY_CODE
+from adapters.http.schemas import (
+    EntryVersionView,
+    Health,
+    RevisionView,
+    RolesView,
+    ScopeView,
+    SourceView,
+)
+from application.access import Caller, acting_as
+from domain import errors as domain
+from domain.access import Resource
+from domain.refs import ArtifactRef, Lineage, SourceRef
+from tests.conftest import LiveApi
+
+EXPERIENCE = {"situation": "a flaky upstream", "action": "retried with a key",
+              "outcome": "no duplicates", "lesson": "use idempotency keys"}
+# Every character a path segment must not carry raw, plus a dot segment URLs would collapse.
+AWKWARD_SOURCE_ID = "runs/../1 ?#%&+é"
+
+
+@pytest.fixture
+def admin(live_api: LiveApi) -> Iterator[DreamClient]:
+    with DreamClient(live_api.base_url, live_api.admin_token) as client:
+        yield client
+
+
+@pytest.fixture
+def team(admin: DreamClient) -> DreamClient:
+    """A scope ``team`` with a Memory ``m`` and a recorded Source."""
+    admin.create_scope("team")
+    admin.create_memory("team", memory_id="m", title="Team memory")
+    admin.record_source("team", source_type="task", source_id="runs/1", text="retried with K")
+    return admin
+
+
+def test_an_admin_builds_a_memory_through_the_client(admin: DreamClient) -> None:
+    health = admin.health()
+    assert isinstance(health, Health)
+    assert health.store in {"sqlite", "postgres"}
+
+    # Every command answers with a typed view and the event position it produced.
+    scope = admin.create_scope("team", settings={"max_items": 8})
+    assert isinstance(scope, ScopeView)
+    assert (scope.scope_id, scope.settings) == ("team", {"max_items": 8})
+    changed = admin.change_settings("team", settings={"auto_dream_enabled": True})
+    assert changed.settings == {"auto_dream_enabled": True, "max_items": 8}
+    assert admin.get_scope("team").settings == changed.settings
+
+    # Source ids keep their slashes; every other reserved character is encoded.
+    source = admin.record_source("team", source_type="task", source_id=AWKWARD_SOURCE_ID,
+                                 text="retried with key K", payload={"attempts": 2})
+    assert isinstance(source, SourceView)
+    assert source.content_hash.startswith("sha256:")
+    again = admin.record_source("team", source_type="task", source_id=AWKWARD_SOURCE_ID,
+                                text="retried with key K", payload={"attempts": 2})
+    assert again.position is None  # identical: nothing changed
+    fetched = admin.get_source("team", source_type="task", source_id=AWKWARD_SOURCE_ID)
+    assert (fetched.source_id, fetched.payload) == (AWKWARD_SOURCE_ID, {"attempts": 2})
+
+    memory = admin.create_memory("team", memory_id="m", title="Team memory")
+    assert isinstance(memory, RevisionView)
+    assert (memory.ref.family, memory.ref.artifact_id, memory.manifest) == ("memory", "m", {})
+
+    # References go in as domain value objects or plain dicts.
+    first = admin.add_entry("team", memory_id="m", entry_id="e1", kind="task_record",
+                            text="Use idempotency keys",
+                            sources=[SourceRef("task", AWKWARD_SOURCE_ID)])
+    assert isinstance(first, EntryVersionView)
+    assert first.version == 1
+    revised = admin.revise_entry("team", memory_id="m", entry_id="e1", kind="task_record",
+                                 text="Always use idempotency keys",
+                                 sources=[{"source_type": "task", "source_id": AWKWARD_SOURCE_ID}],
+                                 expected_entry_version_id=first.entry_version_id)
+    assert revised.version == 2
+
+    # The first version stays readable exactly through the citation add_entry returned,
+    # whether passed as the response model, a domain MemoryCitation, a dict or explicit ids.
+    citation = first.citation
+    for cited in (citation, citation.to_domain(), citation.model_dump()):
+        exact = admin.read_entry_version("team", cited)
+        assert (exact.entry_version_id, exact.text) == (first.entry_version_id,
+                                                        "Use idempotency keys")
+        assert exact.position is None  # reads produce no event
+    by_ids = admin.read_entry_version("team", memory_id="m", revision=revised.revision,
+                                      entry_id="e1", entry_version_id=revised.entry_version_id)
+    assert by_ids.text == "Always use idempotency keys"
+    head = admin.get_memory("team", memory_id="m")
+    assert head.manifest is not None
+    assert head.manifest["e1"].entry_version_id == revised.entry_version_id
+
+    deactivated = admin.deactivate_entry("team", memory_id="m", entry_id="e1", reason="stale")
+    reactivated = admin.reactivate_entry("team", memory_id="m", entry_id="e1",
+                                         expected_revision=deactivated.memory_ref.revision)
+    reactivated_head = admin.get_memory("team", memory_id="m")
+    assert reactivated_head.manifest is not None
+    assert reactivated_head.manifest["e1"].status == "active"
+
+    # An Experience cites the Source and the exact entry version; revisions stay readable.
+    lineage = Lineage(sources=(SourceRef("task", AWKWARD_SOURCE_ID),),
+                      memory_citations=(citation.to_domain(),))
+    created = admin.create_artifact("team", family="experience", artifact_id="x",
+                                    content=EXPERIENCE, lineage=lineage)
+    recorded = created.lineage.to_domain()
+    assert created.ref.revision == 1
+    assert set(lineage.sources) <= set(recorded.sources)  # plus the write's own record
+    assert recorded.memory_citations == lineage.memory_citations
+    replaced = admin.replace_artifact("team", family="experience", artifact_id="x",
+                                      content={**EXPERIENCE, "lesson": "always"},
+                                      expected_revision=1)
+    assert replaced.head_revision == 2
+    assert admin.get_artifact("team", family="experience", artifact_id="x").content[
+        "lesson"] == "always"
+    assert admin.get_revision("team", family="experience", artifact_id="x",
+                              revision=1).content == EXPERIENCE
+
+    # Access administration answers with the scope's roles and grants.
+    admin.grant_role("team", principal="rita", role="reader")
+    roles = admin.revoke_read("team", principal="rita",
+                              resource=Resource.source("task", AWKWARD_SOURCE_ID))
+    assert isinstance(roles, RolesView)
+    assert roles.roles == {"rita": ["reader"]}
+    assert list(roles.read_grants["rita"].values()) == ["revoked"]
+    regranted = admin.grant_read("team", principal="rita", resource={
+        "kind": "source", "source_type": "task", "source_id": AWKWARD_SOURCE_ID})
+    assert list(regranted.read_grants["rita"].values()) == ["granted"]
+    assert admin.revoke_role("team", principal="rita", role="reader").roles == {}
+    assert admin.get_roles("team").read_grants == regranted.read_grants
+
+    # Positions only ever increase, one per command that changed something.
+    positions = [health.position, scope.position, changed.position, source.position,
+                 memory.position, first.position, revised.position, deactivated.position,
+                 reactivated.position, created.position, replaced.position,
+                 regranted.position, admin.health().position]
+    assert None not in positions
+    assert positions == sorted(set(positions))  # type: ignore[type-var]
+
+
+def test_refusals_raise_domain_typed_errors_and_change_nothing(live_api: LiveApi,
+                                                              team: DreamClient) -> None:
+    team.create_artifact("team", family="experience", artifact_id="x", content=EXPERIENCE)
+    team.replace_artifact("team", family="experience", artifact_id="x", content=EXPERIENCE | {
+        "lesson": "second"}, expected_revision=1)
+    before = live_api.dreaming.max_position()
+
+    # A stale replace is an ApiError and the domain's own ArtifactConflictError.
+    with pytest.raises(domain.ArtifactConflictError) as conflict:
+        team.replace_artifact("team", family="experience", artifact_id="x",
+                              content=EXPERIENCE, expected_revision=1)
+    error = conflict.value
+    assert isinstance(error, ApiError)
+    assert (error.status, error.code) == (409, "artifact_conflict")
+    assert error.details["current"] == ArtifactRef("experience", "x", 2).to_dict()
+    assert error.details["expected"] == 1
+
+    def refusal(expected: type[Exception], command: object) -> ApiError:
+        assert callable(command)
+        with pytest.raises(expected) as raised:
+            command()
+        assert isinstance(raised.value, ApiError)
+        assert "Traceback" not in raised.value.message
+        return raised.value
+
+    too_long = refusal(domain.TextTooLargeError, lambda: team.add_entry(
+        "team", memory_id="m", entry_id="e", kind="note", text="x" * 8_193))
+    assert (too_long.status, too_long.code) == (422, "text_too_large")
+
+    missing = refusal(domain.ScopeNotFoundError, lambda: team.get_scope("nowhere"))
+    assert (missing.status, missing.code) == (404, "scope_not_found")
+
+    with DreamClient(live_api.base_url, "dream_not-a-token") as stranger:
+        unauthorized = refusal(domain.UnauthorizedError, lambda: stranger.get_scope("team"))
+    assert unauthorized.status == 401
+    assert unauthorized.response_headers["www-authenticate"] == "Bearer"
+
+    # An unknown field, whether in a dict reference or a raw body, is invalid_request.
+    unknown = refusal(domain.InvalidRequestError, lambda: team.create_artifact(
+        "team", family="experience", artifact_id="y", content=EXPERIENCE,
+        lineage={"sources": [], "colour": "red"}))
+    assert (unknown.status, unknown.code) == (422, "invalid_request")
+    assert unknown.details["errors"][0]["loc"][-1] == "colour"
+    raw = refusal(domain.InvalidRequestError, lambda: team.request(
+        "POST", "/v1/scopes/team/memories/m/entries",
+        json={"entry_id": "e", "kind": "note", "text": "t", "colour": "red"}))
+    assert raw.code == "invalid_request"
+
+    # A body over 1 MiB is refused before it reaches a route.
+    too_large = refusal(PayloadTooLargeError, lambda: team.record_source(
+        "team", source_type="task", source_id="huge", text="x" * (1024 * 1024 + 1)))
+    assert (too_large.status, too_large.code) == (413, "payload_too_large")
+    assert too_large.details == {"limit_bytes": 1024 * 1024}
+    assert not isinstance(too_large, domain.DomainError)
+
+    no_route = refusal(NotFoundError, lambda: team.request("GET", "/v1/no-such-route"))
+    assert (no_route.status, no_route.code) == (404, "not_found")
+
+    # Existence rules surface with their own codes too.
+    refusal(domain.ArtifactExistsError, lambda: team.create_artifact(
+        "team", family="experience", artifact_id="x", content=EXPERIENCE))
+    refusal(domain.MemoryEntryNotFoundError, lambda: team.revise_entry(
+        "team", memory_id="m", entry_id="ghost", kind="note", text="t"))
+    assert live_api.dreaming.max_position() == before
+
+
+def test_a_reader_token_reads_but_cannot_write(live_api: LiveApi, team: DreamClient) -> None:
+    entry = team.add_entry("team", memory_id="m", entry_id="e1", kind="note", text="shared",
+                           sources=[SourceRef("task", "runs/1")])
+    with acting_as(Caller("admin", admin=True)):
+        live_api.dreaming.register_principal("rita")
+        rita_token = live_api.dreaming.issue_token("rita", label="client test").value
+    team.grant_role("team", principal="rita", role="reader")
+    before = live_api.dreaming.max_position()
+
+    with DreamClient(live_api.base_url, rita_token) as rita:
+        assert rita.get_scope("team").scope_id == "team"
+        assert rita.get_source("team", source_type="task", source_id="runs/1").text == (
+            "retried with K")
+        assert rita.read_entry_version("team", entry.citation).text == "shared"
+        assert rita.get_memory("team", memory_id="m").head_revision == 2
+
+        for write in (
+            lambda: rita.record_source("team", source_type="task", source_id="runs/2",
+                                       text="mine"),
+            lambda: rita.add_entry("team", memory_id="m", entry_id="e2", kind="note",
+                                   text="mine"),
+            lambda: rita.grant_role("team", principal="rita", role="admin"),
+        ):
+            with pytest.raises(domain.ForbiddenError) as forbidden:
+                write()
+            assert isinstance(forbidden.value, ApiError)
+            assert (forbidden.value.status, forbidden.value.code) == (403, "forbidden")
+    assert live_api.dreaming.max_position() == before
+
+
+@pytest.mark.parametrize("code", sorted(STATUS_BY_CODE))
+def test_every_served_code_has_its_own_exception_class(code: str) -> None:
+    cls = error_class(code)
+    assert issubclass(cls, ApiError)
+    assert cls is not ApiError
+    assert cls.code == code
+    assert [other for other, known in ERRORS_BY_CODE.items() if known is cls] == [code]
+    # A code the domain defines is also catchable as that domain class.
+    domain_classes = [c for c in vars(domain).values() if isinstance(c, type)
+                      and issubclass(c, domain.DomainError) and "code" in vars(c)
+                      and c.code == code]
+    assert all(issubclass(cls, c) for c in domain_classes)
+    error = cls("refused", status=STATUS_BY_CODE[code], code=code)
+    assert (error.status, error.code, error.details) == (STATUS_BY_CODE[code], code, {})
+
+
+def test_bodies_without_the_envelope_still_raise_typed_errors() -> None:
+    def proxy(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/healthz":
+            return httpx.Response(502, text="<html>Bad Gateway</html>",
+                                  headers={"content-type": "text/html"})
+        if request.url.path == "/v1/scopes/new":
+            return httpx.Response(418, json={"error": {"code": "teapot", "message": "short",
+                                                       "details": {"spout": 1}}})
+        return httpx.Response(200, text="not json")
+
+    with DreamClient("http://dream.invalid", "t", transport=httpx.MockTransport(proxy)) as client:
+        with pytest.raises(HttpError) as gateway:
+            client.health()
+        assert (gateway.value.status, gateway.value.code) == (502, "http_error")
+        assert "Bad Gateway" in gateway.value.details["body"]
+        with pytest.raises(ApiError) as unknown:
+            client.get_scope("new")
+        assert type(unknown.value) is ApiError
+        assert (unknown.value.status, unknown.value.code) == (418, "teapot")
+        assert unknown.value.details == {"spout": 1}
+        with pytest.raises(HttpError):
+            client.get_scope("other")
