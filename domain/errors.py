@@ -185,3 +185,43 @@ class PrincipalExistsError(DomainError):
 
 class PrincipalNotFoundError(DomainError):
     code = "principal_not_found"
+
+
+class InvalidIdempotencyKeyError(DomainError):
+    code = "invalid_idempotency_key"
+
+
+class InvalidTargetError(DomainError):
+    code = "invalid_target"
+
+
+class InvalidDreamOperationError(DomainError):
+    code = "invalid_dream_operation"
+
+
+class IdempotencyConflictError(DomainError):
+    code = "idempotency_conflict"
+
+
+class CapacityExceededError(DomainError):
+    code = "capacity_exceeded"
+
+
+class CapabilityUnavailableError(DomainError):
+    code = "capability_unavailable"
+
+
+class SourceNotEligibleError(DomainError):
+    code = "source_not_eligible"
+
+
+class EvidenceUnavailableError(DomainError):
+    code = "evidence_unavailable"
+
+
+class AccessRevokedError(DomainError):
+    code = "access_revoked"
+
+
+class InvalidCursorError(DomainError):
+    code = "invalid_cursor"
