@@ -86,16 +86,20 @@ class Access(WriteModel):
         be discovered by probing.
         """
         scope = self._load_scope(scope_id)
+        self.check_permitted(scope, action, resource)
+        return scope
+
+    def check_permitted(self, scope: Scope, action: str, resource: Resource | None = None,
+                        ) -> None:
         caller = self.caller()
         if caller.admin:
-            return scope
+            return
         if not scope.acknowledges(caller.name):
-            raise self._scope_not_found(scope_id)
+            raise self._scope_not_found(scope.scope_id)
         if not scope.permits(caller.name, action, resource):
             raise ForbiddenError(f"{caller.name} may not {action} here", action=action,
                                  principal=caller.name,
                                  resource=None if resource is None else resource.to_dict())
-        return scope
 
     def _load_scope(self, scope_id: str) -> Scope:
         scope: Scope = self.load(scope_aggregate_id(check_scope_id(scope_id)),

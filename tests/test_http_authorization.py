@@ -1,0 +1,389 @@
+"""Authorisation matrix of the HTTP API: every route x every caller situation.
+
+``MATRIX`` below *is* the access policy, written as data: one row per route (some routes twice,
+against a resource with a per-resource grant or revocation), one expected status per caller
+situation. Every refused request must leave the event store untouched; every accepted write
+must move it forward; a read never writes.
+
+Situations (``SITUATIONS``): no token, a bad token, a revoked token; an outsider; a principal
+with a role in another scope only; reader, contributor, reviewer and scope admin (role "admin"
+in the scope); the deployment admin (bootstrap token); a reader and a contributor whose read of
+one Source and one Artifact is revoked; an outsider granted the read of one Artifact.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.routing import APIRoute
+from starlette.routing import Match
+
+from adapters.http.routes import ops, router
+from application.access import Caller, acting_as
+from application.dreaming import Dreaming
+from domain.access import Resource
+from tests.conftest import LiveApi
+
+ADMIN = Caller("admin", admin=True)
+SCOPE = "team"
+OTHER_SCOPE = "elsewhere"
+EXPERIENCE = {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"}
+HIDDEN_SOURCE = ("task", "hidden")  # read revoked for reader_revoked and contributor_revoked
+HIDDEN_ARTIFACT = ("experience", "hidden")  # likewise
+GRANTED_ARTIFACT = ("experience", "granted")  # read granted to granted_outsider
+
+# Caller situation -> (principal, role in SCOPE, role in OTHER_SCOPE); None: no principal.
+SITUATIONS: dict[str, tuple[str, str | None, str | None] | None] = {
+    "anonymous": None,
+    "bad_token": None,
+    "revoked_token": ("ghost", "admin", None),  # even a scope admin, once its token is revoked
+    "outsider": ("olga", None, None),
+    "other_scope": ("otto", None, "admin"),
+    "reader": ("rita", "reader", None),
+    "reader_revoked": ("rory", "reader", None),
+    "granted_outsider": ("gina", None, None),
+    "contributor": ("carl", "contributor", None),
+    "contributor_revoked": ("cora", "contributor", None),
+    "reviewer": ("vera", "reviewer", None),
+    "scope_admin": ("sam", "admin", None),
+    "deployment_admin": None,
+}
+ERROR_CODES = {401: "unauthorized", 403: "forbidden", 404: "scope_not_found"}
+
+# -- the policy, as data -------------------------------------------------------------------------
+
+NO_VALID_TOKEN = {"anonymous": 401, "bad_token": 401, "revoked_token": 401}
+# No role and no grant in SCOPE: the scope looks absent, whether or not the resource exists.
+SCOPE_INVISIBLE = {"outsider": 404, "other_scope": 404}
+
+
+def read(ok: int = 200, **overrides: int) -> dict[str, int]:
+    """READ: every role; an outsider's lone read grant acknowledges the scope (403, not 404)."""
+    return {**NO_VALID_TOKEN, **SCOPE_INVISIBLE, "granted_outsider": 403,
+            "reader": ok, "reader_revoked": ok, "contributor": ok, "contributor_revoked": ok,
+            "reviewer": ok, "scope_admin": ok, "deployment_admin": ok, **overrides}
+
+
+def contribute(ok: int, **overrides: int) -> dict[str, int]:
+    """CONTRIBUTE: contributor and admin roles, and the deployment admin."""
+    return {**NO_VALID_TOKEN, **SCOPE_INVISIBLE, "granted_outsider": 403,
+            "reader": 403, "reader_revoked": 403, "contributor": ok, "contributor_revoked": ok,
+            "reviewer": 403, "scope_admin": ok, "deployment_admin": ok, **overrides}
+
+
+def administer(ok: int = 200) -> dict[str, int]:
+    """ADMINISTER: the scope's admin role and the deployment admin only."""
+    return {**NO_VALID_TOKEN, **SCOPE_INVISIBLE, "granted_outsider": 403,
+            "reader": 403, "reader_revoked": 403, "contributor": 403, "contributor_revoked": 403,
+            "reviewer": 403, "scope_admin": ok, "deployment_admin": ok}
+
+
+def deployment_admin_only(ok: int) -> dict[str, int]:
+    """Creating scopes needs the deployment admin; scope roles count for nothing."""
+    return {**NO_VALID_TOKEN, **{s: 403 for s in SITUATIONS if s not in NO_VALID_TOKEN},
+            "deployment_admin": ok}
+
+
+def everyone(status: int) -> dict[str, int]:
+    return dict.fromkeys(SITUATIONS, status)
+
+
+HIDDEN_READ = {"reader_revoked": 403, "contributor_revoked": 403}
+GRANTED_READ = {"granted_outsider": 200}
+
+
+# -- routes: each builds one request, preparing what it needs as the deployment admin ---------
+
+@dataclass(frozen=True)
+class World:
+    app: Dreaming
+    citation: dict[str, Any]  # a MemoryCitation of memory "m", entry "cited"
+
+
+Request = tuple[str, str, dict[str, Any] | None]  # method, path, JSON body
+Build = Callable[[World, str], Request]  # (world, unique suffix) -> request
+_counter = itertools.count(1)
+S = f"/v1/scopes/{SCOPE}"
+
+
+def _entry(world: World, entry_id: str, deactivated: bool = False) -> None:
+    world.app.add_entry(SCOPE, "m", entry_id, "note", f"text of {entry_id}")
+    if deactivated:
+        world.app.deactivate_entry(SCOPE, "m", entry_id)
+
+
+def _replace_artifact(world: World, suffix: str) -> Request:
+    world.app.create_artifact(SCOPE, "experience", f"r-{suffix}", EXPERIENCE, principal="admin")
+    head = world.app.get_artifact(SCOPE, "experience", f"r-{suffix}").head_revision
+    return ("PUT", f"{S}/artifacts/experience/r-{suffix}",
+            {"content": EXPERIENCE | {"lesson": "l2"}, "expected_revision": head})
+
+
+def _revise_entry(world: World, suffix: str) -> Request:
+    _entry(world, f"e-{suffix}")
+    return "PUT", f"{S}/memories/m/entries/e-{suffix}", {"kind": "note", "text": "revised"}
+
+
+def _deactivate_entry(world: World, suffix: str) -> Request:
+    _entry(world, f"e-{suffix}")
+    return "POST", f"{S}/memories/m/entries/e-{suffix}/deactivate", {"reason": "stale"}
+
+
+def _reactivate_entry(world: World, suffix: str) -> Request:
+    _entry(world, f"e-{suffix}", deactivated=True)
+    return "POST", f"{S}/memories/m/entries/e-{suffix}/reactivate", {}
+
+
+def _granted_role(world: World, principal: str) -> Request:
+    world.app.grant_role(SCOPE, principal, "reader")
+    return "DELETE", f"{S}/roles/{principal}/reader", None
+
+
+def _exact_version(world: World, _: str) -> Request:
+    ref, c = world.citation["memory_ref"], world.citation
+    return ("GET", f"{S}/memories/m/revisions/{ref['revision']}/entries/{c['entry_id']}"
+                   f"/versions/{c['entry_version_id']}", None)
+
+
+def _resource(family_or_type: str, ident: str, kind: str = "artifact") -> dict[str, str]:
+    if kind == "artifact":
+        return {"kind": "artifact", "family": family_or_type, "artifact_id": ident}
+    return {"kind": "source", "source_type": family_or_type, "source_id": ident}
+
+
+# Row: (label, request builder, expected status per situation). In labels {s} is /v1/scopes/team.
+MATRIX: list[tuple[str, Build, dict[str, int]]] = [
+    # scopes
+    ("POST /v1/scopes",
+     lambda w, u: ("POST", "/v1/scopes", {"scope_id": f"new-{u}"}),
+     deployment_admin_only(201)),
+    ("GET {s}",
+     lambda w, u: ("GET", S, None),
+     read()),
+    ("GET {s} (no such scope)",
+     lambda w, u: ("GET", "/v1/scopes/nowhere", None),
+     {**everyone(404), **NO_VALID_TOKEN}),
+    ("PATCH {s}/settings",
+     lambda w, u: ("PATCH", f"{S}/settings",
+                   {"settings": {"auto_min_new_records": next(_counter)}}),
+     administer()),
+    # access
+    ("GET {s}/roles",
+     lambda w, u: ("GET", f"{S}/roles", None),
+     administer()),
+    ("POST {s}/roles",
+     lambda w, u: ("POST", f"{S}/roles", {"principal": f"p-{u}", "role": "reader"}),
+     administer()),
+    ("DELETE {s}/roles/{principal}/{role}",
+     lambda w, u: _granted_role(w, f"p-{u}"),
+     administer()),
+    ("POST {s}/read-grants",
+     lambda w, u: ("POST", f"{S}/read-grants",
+                   {"principal": f"p-{u}", "resource": _resource("experience", "open")}),
+     administer()),
+    ("POST {s}/read-revocations",
+     lambda w, u: ("POST", f"{S}/read-revocations",
+                   {"principal": f"p-{u}", "resource": _resource("task", "open", "source")}),
+     administer()),
+    # sources
+    ("POST {s}/sources",
+     lambda w, u: ("POST", f"{S}/sources",
+                   {"source_type": "task", "source_id": f"s-{u}", "text": "work"}),
+     contribute(201)),
+    ("GET {s}/sources/{type}/{id}",
+     lambda w, u: ("GET", f"{S}/sources/task/open", None),
+     read()),
+    ("GET {s}/sources/{type}/{id} (read revoked)",
+     lambda w, u: ("GET", f"{S}/sources/task/hidden", None),
+     read(**HIDDEN_READ)),
+    # artifacts
+    ("POST {s}/artifacts",
+     lambda w, u: ("POST", f"{S}/artifacts",
+                   {"family": "experience", "artifact_id": f"a-{u}", "content": EXPERIENCE}),
+     contribute(201)),
+    ("POST {s}/artifacts citing a read-revoked source",
+     lambda w, u: ("POST", f"{S}/artifacts", {
+         "family": "experience", "artifact_id": f"a-{u}", "content": EXPERIENCE,
+         "lineage": {"sources": [{"source_type": "task", "source_id": "hidden"}]}}),
+     contribute(201, **HIDDEN_READ)),
+    ("PUT {s}/artifacts/{family}/{id}",
+     _replace_artifact,
+     contribute(200)),
+    ("GET {s}/artifacts/{family}/{id}",
+     lambda w, u: ("GET", f"{S}/artifacts/experience/open", None),
+     read()),
+    ("GET {s}/artifacts/{family}/{id}/revisions/{n}",
+     lambda w, u: ("GET", f"{S}/artifacts/experience/open/revisions/1", None),
+     read()),
+    ("GET {s}/artifacts/{family}/{id} (read revoked)",
+     lambda w, u: ("GET", f"{S}/artifacts/experience/hidden", None),
+     read(**HIDDEN_READ)),
+    ("GET {s}/artifacts/{family}/{id}/revisions/{n} (read revoked)",
+     lambda w, u: ("GET", f"{S}/artifacts/experience/hidden/revisions/1", None),
+     read(**HIDDEN_READ)),
+    ("GET {s}/artifacts/{family}/{id} (read granted)",
+     lambda w, u: ("GET", f"{S}/artifacts/experience/granted", None),
+     read(**GRANTED_READ)),
+    ("GET {s}/artifacts/{family}/{id}/revisions/{n} (read granted)",
+     lambda w, u: ("GET", f"{S}/artifacts/experience/granted/revisions/1", None),
+     read(**GRANTED_READ)),
+    # memory
+    ("POST {s}/memories",
+     lambda w, u: ("POST", f"{S}/memories", {"memory_id": f"m-{u}"}),
+     contribute(201)),
+    ("GET {s}/memories/{m}",
+     lambda w, u: ("GET", f"{S}/memories/m", None),
+     read()),
+    ("POST {s}/memories/{m}/entries",
+     lambda w, u: ("POST", f"{S}/memories/m/entries",
+                   {"entry_id": f"e-{u}", "kind": "note", "text": "a note"}),
+     contribute(201)),
+    ("POST {s}/memories/{m}/entries citing a read-revoked artifact",
+     lambda w, u: ("POST", f"{S}/memories/m/entries", {
+         "entry_id": f"e-{u}", "kind": "note", "text": "a note",
+         "artifacts": [{"family": "experience", "artifact_id": "hidden", "revision": 1}]}),
+     contribute(201, **HIDDEN_READ)),
+    ("PUT {s}/memories/{m}/entries/{e}",
+     _revise_entry,
+     contribute(200)),
+    ("POST {s}/memories/{m}/entries/{e}/deactivate",
+     _deactivate_entry,
+     contribute(200)),
+    ("POST {s}/memories/{m}/entries/{e}/reactivate",
+     _reactivate_entry,
+     contribute(200)),
+    ("GET {s}/memories/{m}/revisions/{n}/entries/{e}/versions/{v}",
+     _exact_version,
+     read()),
+    # operations
+    ("GET /healthz",
+     lambda w, u: ("GET", "/healthz", None),
+     everyone(200)),
+]
+WRITES = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def test_the_table_has_an_expectation_for_every_situation() -> None:
+    assert all(set(expected) == set(SITUATIONS) for _, _, expected in MATRIX)
+
+
+# -- running the matrix -----------------------------------------------------------------------
+
+def _name(situation: str) -> str:
+    principal = SITUATIONS[situation]
+    assert principal is not None
+    return principal[0]
+
+
+def _world(live_api: LiveApi) -> tuple[World, dict[str, dict[str, str]]]:
+    """Scopes, principals, tokens, roles, resources and grants; returns the headers per case."""
+    app = live_api.dreaming
+    headers = {"anonymous": {}, "bad_token": {"Authorization": "Bearer dream_not-a-token"},
+               "deployment_admin": live_api.headers()}
+    with acting_as(ADMIN):
+        app.create_scope(SCOPE)
+        app.create_scope(OTHER_SCOPE)
+        for situation, principal in SITUATIONS.items():
+            if principal is None:
+                continue
+            name, role, other_role = principal
+            app.register_principal(name)
+            headers[situation] = live_api.headers(app.issue_token(name).value)
+            if role:
+                app.grant_role(SCOPE, name, role)
+            if other_role:
+                app.grant_role(OTHER_SCOPE, name, other_role)
+        app.revoke_token(headers["revoked_token"]["Authorization"].removeprefix("Bearer "))
+
+        for source_id in ("open", "hidden"):
+            app.record_source(SCOPE, "task", source_id, text=f"{source_id} work")
+        for artifact_id in ("open", "hidden", "granted"):
+            app.create_artifact(SCOPE, "experience", artifact_id, EXPERIENCE, principal="admin")
+        app.create_memory(SCOPE, "m", principal="admin")
+        cited = app.add_entry(SCOPE, "m", "cited", "note", "cited text").value.citation
+
+        for name in (_name("reader_revoked"), _name("contributor_revoked")):
+            app.revoke_read(SCOPE, name, Resource.source(*HIDDEN_SOURCE))
+            app.revoke_read(SCOPE, name, Resource.artifact(*HIDDEN_ARTIFACT))
+        app.grant_read(SCOPE, _name("granted_outsider"), Resource.artifact(*GRANTED_ARTIFACT))
+    return World(app, cited.to_dict()), headers
+
+
+def _check(http: httpx.Client, world: World, headers: dict[str, str], label: str,
+           method: str, path: str, body: dict[str, Any] | None, situation: str,
+           expected: int) -> str | None:
+    """Run one prepared case; a description of what went wrong, or None."""
+    before = world.app.max_position()
+    response = http.request(method, path, json=body, headers=headers)
+    after = world.app.max_position()
+    problems = []
+    if response.status_code != expected:
+        problems.append(f"status {response.status_code} (expected {expected}): "
+                        f"{response.text[:160]}")
+    elif expected in ERROR_CODES:
+        code = response.json().get("error", {}).get("code")
+        if code != ERROR_CODES[expected]:
+            problems.append(f"error code {code!r} (expected {ERROR_CODES[expected]!r})")
+    wrote = after != before
+    should_write = method in WRITES and 200 <= expected < 300
+    if wrote != should_write:
+        problems.append(f"position {before} -> {after} "
+                        f"({'a write was expected' if should_write else 'nothing may be written'})")
+    if not problems:
+        return None
+    return f"{label} as {situation}: " + "; ".join(problems)
+
+
+def test_every_route_answers_every_caller_as_the_policy_says(live_api: LiveApi) -> None:
+    world, headers = _world(live_api)
+    failures: list[str | None] = []
+    sent: set[tuple[str, str]] = set()
+    with httpx.Client(base_url=live_api.base_url) as http:
+        for row, (label, build, expected) in enumerate(MATRIX):
+            for situation, status in expected.items():
+                with acting_as(ADMIN):
+                    method, path, body = build(world, f"{row}-{situation}")
+                sent.add((method, path))
+                failures.append(_check(http, world, headers[situation], label, method, path,
+                                       body, situation, status))
+    cases = sum(len(expected) for _, _, expected in MATRIX)
+    problems = [f for f in failures if f is not None]
+    problems += [f"{route}: no row of MATRIX exercises it" for route in _uncovered(sent)]
+    assert not problems, f"{len(problems)} of {cases} cases differ:\n" + "\n".join(problems)
+
+
+def _uncovered(sent: set[tuple[str, str]]) -> list[str]:
+    """Every route the API serves must have been exercised by some row of the matrix."""
+    routes = [r for r in (*router.routes, *ops.routes) if isinstance(r, APIRoute)]
+    return [f"{method} {route.path}" for route in routes for method in route.methods or ()
+            if not any(route.matches({"type": "http", "method": m, "path": p})[0] == Match.FULL
+                       and m == method for m, p in sent)]
+
+
+# -- a write never answers with what the caller may not read ------------------------------------
+
+@pytest.mark.parametrize("command", ["deactivate", "reactivate"])
+def test_an_entry_command_never_discloses_a_memory_the_caller_may_not_read(
+        live_api: LiveApi, command: str) -> None:
+    app = live_api.dreaming
+    with acting_as(ADMIN):
+        app.create_scope(SCOPE)
+        app.register_principal("cora")
+        cora = live_api.headers(app.issue_token("cora").value)
+        app.grant_role(SCOPE, "cora", "contributor")
+        app.create_memory(SCOPE, "secret", principal="admin")
+        app.add_entry(SCOPE, "secret", "e1", "note", "the secret text")
+        if command == "reactivate":
+            app.deactivate_entry(SCOPE, "secret", "e1")
+        app.revoke_read(SCOPE, "cora", Resource.artifact("memory", "secret"))
+    with httpx.Client(base_url=live_api.base_url, headers=cora) as http:
+        assert http.get(f"{S}/memories/secret").status_code == 403
+        response = http.post(f"{S}/memories/secret/entries/e1/{command}", json={})
+    # Writing needs read of the artifact, so the command is refused before it discloses.
+    assert response.status_code == 403, response.text
+    assert "the secret text" not in response.text
