@@ -1,0 +1,395 @@
+"""HTTP benchmark: the API served by ``dream serve``, measured over real loopback HTTP.
+
+The server runs in its own process (``python -m adapters.cli serve``, access enforced), so the
+load generator never competes with it for the GIL; it does share the machine's cores. Every
+request carries the bootstrap admin's bearer token. Cases, each with 1 and with 8 concurrent
+clients (one thread and one keep-alive ``httpx.Client`` per client):
+
+* **add-entry**: ``POST /v1/scopes/{s}/memories/{m}/entries``, a small entry with a fresh id.
+  Each client writes to its own scope. A client moves to a new, pre-created Memory after every
+  ``--memory-entries`` entries, because each write replays the whole Memory: the latency depends
+  on the Memory's size, and this keeps that size the same for every case and round.
+* **exact read**: ``GET /v1/scopes/{s}/memories/{m}/revisions/{n}/entries/{e}/versions/{v}`` of
+  the newest entry of a Memory holding ``--memory-entries`` entries (one Memory per client).
+
+Only the request (send + full response) is timed; setup runs before the clients start. Cases run
+in interleaved rounds after a warm-up; the table quotes medians over rounds of each round's p50,
+p95 and requests/s (all clients' requests / the round's wall-clock time).
+
+    PYTHONPATH=. python -m benchmarks.http [--quick] [--stores sqlite,postgres] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from adapters.postgres_server import PostgresUnavailableError, _free_port
+from adapters.settings import Settings
+from benchmarks.core import STORES, _round_data, fmt, machine, p95, store_list
+
+DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "http.json"
+HOST = "127.0.0.1"
+CLIENT_COUNTS = (1, 8)
+DEFAULT_MEMORY_ENTRIES = 50
+STARTUP_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+REQUEST_TIMEOUT_S = 60.0
+LOG_TAIL_CHARS = 2000
+MS = 1000.0
+ENTRY_TEXT = "The user prefers short answers with one runnable example."
+
+
+@dataclass(frozen=True)
+class Sizes:
+    rounds: int
+    requests: Mapping[int, int]  # concurrent clients -> requests per client per round
+    warmup: int  # requests per client per case before the first round
+
+
+# Calibrated on a 2-core VM so one round of each case takes roughly 3-6 s.
+FULL_SIZES = Sizes(3, {1: 1000, 8: 150}, 50)
+QUICK_SIZES = Sizes(2, {1: 40, 8: 10}, 5)
+
+
+# --- the server under test -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Server:
+    base_url: str
+    token: str
+
+
+def serve_command(settings: Settings, port: int) -> list[str]:
+    command = [sys.executable, "-m", "adapters.cli", "serve", "--host", HOST,
+               "--port", str(port), "--data-dir", str(settings.data_dir)]
+    if settings.database_url:
+        command += ["--database-url", settings.database_url]
+    return command
+
+
+def healthy(base_url: str) -> bool:
+    try:
+        return httpx.get(f"{base_url}/healthz", timeout=1.0).is_success
+    except httpx.TransportError:
+        return False
+
+
+def wait_until_healthy(process: subprocess.Popen[bytes], base_url: str, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not healthy(base_url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            msg = f"the server did not start; its log ends:\n{log.read_text()[-LOG_TAIL_CHARS:]}"
+            raise RuntimeError(msg)
+        time.sleep(0.05)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def running_server(settings: Settings) -> Iterator[Server]:
+    """``dream serve`` in a child process on a free port; its output goes to a temp log."""
+    port = _free_port()
+    base_url = f"http://{HOST}:{port}"
+    with tempfile.TemporaryDirectory(prefix="bench-http-log-") as log_dir:
+        log = Path(log_dir) / "server.log"
+        with log.open("wb") as sink:
+            process = subprocess.Popen(serve_command(settings, port), stdout=sink,
+                                       stderr=subprocess.STDOUT)
+            try:
+                wait_until_healthy(process, base_url, log)
+                token = (settings.data_dir / "admin-token").read_text().strip()
+                yield Server(base_url, token)
+            finally:
+                stop(process)
+
+
+# --- clients and requests ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    path: str
+    body: bytes | None = None  # JSON, encoded before the clock starts
+
+
+def entry_call(scope_id: str, memory_id: str, entry_id: str) -> Call:
+    body = {"entry_id": entry_id, "kind": "preference", "text": ENTRY_TEXT}
+    return Call("POST", f"/v1/scopes/{scope_id}/memories/{memory_id}/entries",
+                json.dumps(body).encode())
+
+
+def send(client: httpx.Client, call: Call) -> httpx.Response:
+    response = client.request(call.method, call.path, content=call.body)
+    if not response.is_success:
+        msg = f"{call.method} {call.path} -> {response.status_code}: {response.text[:500]}"
+        raise RuntimeError(msg)
+    return response
+
+
+@dataclass
+class Session:
+    """One simulated client: its own connection and its own scope."""
+
+    client: httpx.Client
+    scope_id: str
+    read_path: str = ""
+
+    def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = send(self.client, Call("POST", path,
+                                                        json.dumps(body).encode())).json()
+        return result
+
+    def create_memory(self, memory_id: str) -> None:
+        self.post(f"/v1/scopes/{self.scope_id}/memories", {"memory_id": memory_id})
+
+    def fill_memory(self, memory_id: str, entries: int) -> dict[str, Any]:
+        """Create ``memory_id`` holding ``entries`` entries; returns the last one written."""
+        self.create_memory(memory_id)
+        last: dict[str, Any] = {}
+        for n in range(entries):
+            last = send(self.client, entry_call(self.scope_id, memory_id, f"e{n}")).json()
+        return last
+
+
+def open_session(stack: ExitStack, server: Server, index: int) -> Session:
+    client = stack.enter_context(httpx.Client(
+        base_url=server.base_url, timeout=REQUEST_TIMEOUT_S,
+        headers={"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}))
+    session = Session(client, f"bench-{index}")
+    session.post("/v1/scopes", {"scope_id": session.scope_id})
+    return session
+
+
+def exact_read_path(scope_id: str, entry: Mapping[str, Any]) -> str:
+    return (f"/v1/scopes/{scope_id}/memories/{entry['memory_ref']['artifact_id']}"
+            f"/revisions/{entry['revision']}/entries/{entry['entry_id']}"
+            f"/versions/{entry['entry_version_id']}")
+
+
+# --- cases -------------------------------------------------------------------------
+
+
+# (session, unique tag, requests, entries per Memory) -> the calls to time; may set up data.
+Planner = Callable[[Session, str, int, int], list[Call]]
+
+
+def plan_add_entry(session: Session, tag: str, requests: int, memory_entries: int) -> list[Call]:
+    memory_ids = [f"{tag}-{k}" for k in range(-(-requests // memory_entries))]
+    for memory_id in memory_ids:
+        session.create_memory(memory_id)
+    return [entry_call(session.scope_id, memory_ids[n // memory_entries], f"e{n}")
+            for n in range(requests)]
+
+
+def plan_exact_read(session: Session, tag: str, requests: int, memory_entries: int) -> list[Call]:
+    del tag  # reads change nothing, so every round reads the same entry version
+    if not session.read_path:
+        entry = session.fill_memory("read-target", memory_entries)
+        session.read_path = exact_read_path(session.scope_id, entry)
+    return [Call("GET", session.read_path)] * requests
+
+
+CASES: dict[str, Planner] = {"add-entry": plan_add_entry, "exact read": plan_exact_read}
+
+
+# --- measuring ----------------------------------------------------------------------
+
+
+@dataclass
+class Measurement:
+    """Per-request seconds of one case, one list per round, and each round's wall time."""
+
+    store: str
+    case: str
+    clients: int
+    rounds: list[list[float]] = field(default_factory=list)
+    walls: list[float] = field(default_factory=list)
+
+    @property
+    def requests_per_second(self) -> list[float]:
+        return [len(r) / wall for r, wall in zip(self.rounds, self.walls, strict=True)]
+
+    @property
+    def p50_ms(self) -> float:
+        return statistics.median(statistics.median(r) * MS for r in self.rounds)
+
+    @property
+    def p95_ms(self) -> float:
+        return statistics.median(p95(r) * MS for r in self.rounds)
+
+
+def timed_calls(client: httpx.Client, calls: Sequence[Call],
+                start: threading.Barrier) -> list[float]:
+    start.wait()
+    durations: list[float] = []
+    for call in calls:
+        began = time.perf_counter()
+        send(client, call)
+        durations.append(time.perf_counter() - began)
+    return durations
+
+
+def run_clients(sessions: Sequence[Session], plans: Sequence[list[Call]]
+                ) -> tuple[list[float], float]:
+    """Every client sends its plan at once; all per-request seconds and the wall seconds."""
+    start = threading.Barrier(len(plans) + 1)
+    with ThreadPoolExecutor(len(plans)) as pool:
+        futures = [pool.submit(timed_calls, s.client, plan, start)
+                   for s, plan in zip(sessions, plans, strict=True)]
+        start.wait()
+        began = time.perf_counter()
+        results = [future.result() for future in futures]
+        wall = time.perf_counter() - began
+    return [seconds for result in results for seconds in result], wall
+
+
+def run_case(sessions: Sequence[Session], case: str, clients: int, requests: int,
+             tag: str, memory_entries: int) -> tuple[list[float], float]:
+    active = sessions[:clients]
+    plans = [CASES[case](s, f"{tag}-x{clients}", requests, memory_entries) for s in active]
+    return run_clients(active, plans)
+
+
+def benchmark_server(server: Server, store: str, sizes: Sizes, memory_entries: int,
+                     progress: Callable[[Measurement], None]) -> list[Measurement]:
+    results = [Measurement(store, case, clients) for case in CASES for clients in CLIENT_COUNTS]
+    with ExitStack() as stack:
+        sessions = [open_session(stack, server, i) for i in range(max(CLIENT_COUNTS))]
+        for m in results:
+            run_case(sessions, m.case, m.clients, sizes.warmup, "warmup", memory_entries)
+        for round_ in range(1, sizes.rounds + 1):  # interleaved, so noise hits every case alike
+            for m in results:
+                samples, wall = run_case(sessions, m.case, m.clients, sizes.requests[m.clients],
+                                         f"r{round_}", memory_entries)
+                m.rounds.append(samples)
+                m.walls.append(wall)
+                progress(m)
+    return results
+
+
+# --- reporting -------------------------------------------------------------------------
+
+
+def table(measurements: Sequence[Measurement]) -> str:
+    header = ("| store | case | clients | p50 ms | p95 ms | req/s |\n"
+              "|---|---|---:|---:|---:|---:|")
+    lines = [f"| {m.store} | {m.case} | {m.clients} | {fmt(m.p50_ms)} | {fmt(m.p95_ms)} | "
+             f"{fmt(statistics.median(m.requests_per_second))} |" for m in measurements]
+    return "\n".join([header, *lines])
+
+
+def summary(m: Measurement) -> dict[str, Any]:
+    return {"store": m.store, "case": m.case, "clients": m.clients, "p50_ms": m.p50_ms,
+            "p95_ms": m.p95_ms, "requests_per_second": statistics.median(m.requests_per_second)}
+
+
+def report(args: argparse.Namespace, sizes: Sizes, measurements: Sequence[Measurement],
+           stores: Mapping[str, str], server_version: str | None) -> dict[str, Any]:
+    return {
+        "benchmark": "benchmarks.http",
+        "timestamp": datetime.now(tz=UTC).isoformat(),
+        "quick": args.quick,
+        "machine": machine(server_version),
+        "stores": dict(stores),
+        "sizes": {**asdict(sizes), "memory_entries": args.memory_entries},
+        "summary": [summary(m) for m in measurements],
+        "measurements": [
+            {**asdict(m), "rounds": [_round_data(r, raw=args.raw) for r in m.rounds],
+             "unit": "seconds per request", "requests_per_second": m.requests_per_second}
+            for m in measurements
+        ],
+    }
+
+
+# --- command line ------------------------------------------------------------------------
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        msg = f"must be at least 1 (got {text!r})"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.http", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes for CI smoke runs")
+    parser.add_argument("--stores", type=store_list, default=list(STORES),
+                        help="comma-separated subset of: " + ",".join(STORES))
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON result path")
+    parser.add_argument("--json", action="store_true", help="print only the JSON to stdout")
+    parser.add_argument("--raw", action="store_true",
+                        help="keep every per-request time in the JSON")
+    parser.add_argument("--memory-entries", type=positive, default=DEFAULT_MEMORY_ENTRIES,
+                        help="entries per Memory written and read (default: %(default)s)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+
+    def say(text: str) -> None:
+        if not args.json:
+            print(text, file=sys.stderr, flush=True)
+
+    def progress(m: Measurement) -> None:
+        say(f"  [{m.store}] {m.case} x{m.clients} round {len(m.rounds)}/{sizes.rounds}: "
+            f"{len(m.rounds[-1])} requests, p50 {statistics.median(m.rounds[-1]) * MS:.2f} ms, "
+            f"{m.requests_per_second[-1]:,.0f} req/s")
+
+    measurements: list[Measurement] = []
+    stores: dict[str, str] = {}
+    server_version: str | None = None
+    for store in args.stores:
+        say(f"[{store}] starting ({'quick' if args.quick else 'full'} sizes)")
+        started = time.perf_counter()
+        try:
+            with STORES[store]() as handle, running_server(handle.settings) as server:
+                server_version = handle.server_version or server_version
+                measurements += benchmark_server(server, store, sizes, args.memory_entries,
+                                                 progress)
+        except PostgresUnavailableError as error:
+            stores[store] = f"unavailable: {error}"
+            print(f"[{store}] SKIPPED: PostgreSQL could not start: {error}", file=sys.stderr)
+            continue
+        stores[store] = "ok"
+        say(f"[{store}] done in {time.perf_counter() - started:.1f} s")
+
+    result = report(args, sizes, measurements, stores, server_version)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1) if args.json else table(measurements))
+    say(f"wrote {args.output}")
+    return 0 if all(status == "ok" for status in stores.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
