@@ -1,61 +1,47 @@
-"""JSON transcodings for the reference value objects carried by events."""
+"""JSON transcodings for the value objects carried by events and aggregate snapshots."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from eventsourcing.persistence import JSONTranscoder, Transcoding
 
+from domain.artifact import ArtifactRevision, EntryChange, EntryVersion
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 
 
-class SourceRefAsDict(Transcoding):
-    type = SourceRef
-    name = "source_ref"
+class DataclassAsDict(Transcoding):
+    """A frozen dataclass as a dict of its fields; nested value objects transcode themselves.
 
-    def encode(self, obj: SourceRef) -> dict[str, Any]:
-        return obj.to_dict()
+    JSON has no tuples, so fields that hold tuples are turned back into tuples on decode, which
+    keeps an aggregate rebuilt from the store equal to the live one.
+    """
 
-    def decode(self, data: dict[str, Any]) -> SourceRef:
-        return SourceRef.from_dict(data)
+    def __init__(self, cls: type, name: str, tuple_fields: tuple[str, ...] = ()) -> None:
+        self.type = cls
+        self.name = name
+        self.tuple_fields = tuple_fields
 
+    def encode(self, obj: Any) -> dict[str, Any]:
+        return {field.name: getattr(obj, field.name) for field in fields(obj)}
 
-class ArtifactRefAsDict(Transcoding):
-    type = ArtifactRef
-    name = "artifact_ref"
-
-    def encode(self, obj: ArtifactRef) -> dict[str, Any]:
-        return obj.to_dict()
-
-    def decode(self, data: dict[str, Any]) -> ArtifactRef:
-        return ArtifactRef.from_dict(data)
+    def decode(self, data: dict[str, Any]) -> Any:
+        return self.type(**{key: tuple(value) if key in self.tuple_fields else value
+                            for key, value in data.items()})
 
 
-class MemoryCitationAsDict(Transcoding):
-    type = MemoryCitation
-    name = "memory_citation"
-
-    def encode(self, obj: MemoryCitation) -> dict[str, Any]:
-        return {"memory_ref": obj.memory_ref, "entry_id": obj.entry_id,
-                "entry_version_id": obj.entry_version_id}
-
-    def decode(self, data: dict[str, Any]) -> MemoryCitation:
-        return MemoryCitation(**data)
-
-
-class LineageAsDict(Transcoding):
-    type = Lineage
-    name = "lineage"
-
-    def encode(self, obj: Lineage) -> dict[str, Any]:
-        return {"sources": list(obj.sources), "artifacts": list(obj.artifacts),
-                "memory_citations": list(obj.memory_citations)}
-
-    def decode(self, data: dict[str, Any]) -> Lineage:
-        return Lineage(sources=tuple(data["sources"]), artifacts=tuple(data["artifacts"]),
-                       memory_citations=tuple(data["memory_citations"]))
+TRANSCODINGS = (
+    DataclassAsDict(SourceRef, "source_ref"),
+    DataclassAsDict(ArtifactRef, "artifact_ref"),
+    DataclassAsDict(MemoryCitation, "memory_citation"),
+    DataclassAsDict(Lineage, "lineage", ("sources", "artifacts", "memory_citations")),
+    DataclassAsDict(ArtifactRevision, "artifact_revision"),
+    DataclassAsDict(EntryVersion, "entry_version", ("sources", "artifacts")),
+    DataclassAsDict(EntryChange, "entry_change"),
+)
 
 
 def register_reference_transcodings(transcoder: JSONTranscoder) -> None:
-    for transcoding in (SourceRefAsDict, ArtifactRefAsDict, MemoryCitationAsDict, LineageAsDict):
-        transcoder.register(transcoding())
+    for transcoding in TRANSCODINGS:
+        transcoder.register(transcoding)

@@ -21,6 +21,8 @@ from eventsourcing.utils import EnvType
 
 from application.ports import Clock, ReadSetChangedError, ReadSetRecorder, system_clock
 from application.transcodings import register_reference_transcodings
+from domain.artifact import Artifact
+from domain.dream_queue import DreamQueue
 from domain.errors import DomainError, WriteConflictError
 
 T = TypeVar("T")
@@ -64,6 +66,8 @@ class WriteModel(Application[UUID]):
     """Event store access shared by the command handlers: load, save with a read set, history."""
 
     name = "Dreaming"
+    # Memories and queues live as long as their scope: snapshots keep loading them cheap.
+    snapshotting_intervals = {Artifact: 50, DreamQueue: 100}
 
     def __init__(self, env: EnvType | None = None, clock: Clock = system_clock,
                  enforce_access: bool = True) -> None:

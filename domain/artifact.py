@@ -79,7 +79,7 @@ class ManifestEntry:
 
 
 @dataclass(frozen=True)
-class _EntryChange:
+class EntryChange:
     revision: int
     entry_version_id: str
     status: str
@@ -144,7 +144,7 @@ class Artifact(Aggregate):
         self.artifact_id = artifact_id
         self.revisions = [ArtifactRevision(1, dict(content), lineage, dict(provenance))]
         self.entry_versions: dict[str, list[EntryVersion]] = {}
-        self._entry_log: dict[str, list[_EntryChange]] = {}
+        self._entry_log: dict[str, list[EntryChange]] = {}
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -345,7 +345,7 @@ class Artifact(Aggregate):
 
     def _log_entry_change(self, revision: int, entry_id: str, version_id: str,
                           status: str, change: str) -> None:
-        self._entry_log.setdefault(entry_id, []).append(_EntryChange(revision, version_id, status))
+        self._entry_log.setdefault(entry_id, []).append(EntryChange(revision, version_id, status))
         head = self.revisions[-1]
         self.revisions.append(ArtifactRevision(
             revision, head.content, Lineage(), {"change": change, "entry_id": entry_id},

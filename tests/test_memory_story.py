@@ -104,3 +104,21 @@ def test_identical_ids_in_two_scopes_never_collide(app: Dreaming) -> None:
     app.add_entry("a_b", "m", "e", "note", "only in a_b")
     assert app.get_artifact("a", "memory", "m").manifest() == {}
     assert app.get_artifact("a_b", "memory", "m").manifest()["e"].status == "active"
+
+
+def test_a_long_lived_memory_loads_from_snapshots_exactly(app: Dreaming,
+                                                          open_app: Callable[[], Dreaming]) -> None:
+    app.create_scope("s")
+    app.create_memory("s", "big", principal="svc")
+    for index in range(120):
+        app.add_entry("s", "big", f"e{index}", "note", f"entry {index}", sources=[])
+    app.deactivate_entry("s", "big", "e7")
+    live = app.get_artifact("s", "memory", "big")
+    # A fresh instance loads from the latest snapshot plus the events after it.
+    assert app.snapshots is not None
+    assert list(app.snapshots.get(live.id, desc=True, limit=1))
+    reopened = open_app().get_artifact("s", "memory", "big")
+    assert reopened == live
+    # Time travel still works below and above the snapshot.
+    assert open_app().repository.get(live.id, version=40).manifest() == live.manifest(40)
+    assert open_app().repository.get(live.id, version=101).manifest() == live.manifest(101)

@@ -1,0 +1,61 @@
+"""DreamQueue: a scope's unfinished runs, so admission can hold the per-scope capacity exactly.
+
+Admission and every terminal transition write to it in the same ``save()`` as the run, so the
+count can never drift from the runs themselves.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from domain.errors import CapacityExceededError
+from domain.identity import aggregate_id, check_scope_id
+
+
+class DreamQueue(Aggregate):
+    class Opened(Aggregate.Created):
+        scope_id: str
+
+    class RunAdmitted(Aggregate.Event):
+        run_id: str
+        operation: str
+
+    class RunFinished(Aggregate.Event):
+        run_id: str
+
+    @staticmethod
+    def create_id(scope_id: str) -> UUID:
+        return aggregate_id("dream_queue", scope_id)
+
+    @classmethod
+    def open(cls, scope_id: str) -> DreamQueue:
+        return cls(scope_id=check_scope_id(scope_id))
+
+    @event(Opened)
+    def __init__(self, scope_id: str) -> None:
+        self.scope_id = scope_id
+        self.pending: dict[str, str] = {}  # run id -> operation, in admission order
+
+    def admit(self, run_id: str, operation: str, max_pending: int) -> None:
+        if len(self.pending) >= max_pending:
+            raise CapacityExceededError(
+                f"scope {self.scope_id} already has {len(self.pending)} unfinished runs",
+                limit=max_pending, pending=len(self.pending))
+        self._run_admitted(run_id=run_id, operation=operation)
+
+    @event(RunAdmitted)
+    def _run_admitted(self, run_id: str, operation: str) -> None:
+        self.pending[run_id] = operation
+
+    def finish(self, run_id: str) -> bool:
+        """Forget a run that reached a terminal state; ``False`` if it was not pending."""
+        if run_id not in self.pending:
+            return False
+        self._run_finished(run_id=run_id)
+        return True
+
+    @event(RunFinished)
+    def _run_finished(self, run_id: str) -> None:
+        del self.pending[run_id]
