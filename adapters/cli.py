@@ -48,9 +48,11 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from benchmarks import core  # noqa: PLC0415 - benchmark code is only needed here
+    from importlib import import_module  # noqa: PLC0415 - benchmark code is only needed here
 
-    return core.main(args.options)
+    suite = import_module(f"benchmarks.{args.suite}")
+    code: int = suite.main(args.options)
+    return code
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -135,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.set_defaults(handler=_token_create)
 
     bench = commands.add_parser("bench", help="run a benchmark")
-    bench.add_argument("suite", choices=["core"], help="which benchmark")
+    bench.add_argument("suite", choices=["core", "http"], help="which benchmark")
     bench.add_argument("options", nargs=argparse.REMAINDER,
                        help="passed to the suite, e.g. --quick, --json, --stores sqlite")
     bench.set_defaults(handler=_bench)
