@@ -169,7 +169,7 @@ class Artifact(Aggregate):
 
     def manifest(self, revision: int | None = None) -> dict[str, ManifestEntry]:
         """Entry id -> the version and status each entry had at ``revision`` (default: head)."""
-        at = self.revision(revision or self.head_revision).revision
+        at = self.revision(self.head_revision if revision is None else revision).revision
         manifest: dict[str, ManifestEntry] = {}
         for entry_id, changes in self._entry_log.items():
             current = [change for change in changes if change.revision <= at]

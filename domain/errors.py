@@ -225,3 +225,9 @@ class AccessRevokedError(DomainError):
 
 class InvalidCursorError(DomainError):
     code = "invalid_cursor"
+
+
+class InvalidGenerationOutputError(DomainError):
+    """The model's plan broke the generator contract (here: an evidence id it may not use)."""
+
+    code = "invalid_generation_output"
