@@ -1,11 +1,12 @@
-"""The application every adapter opens: records and access in one write model."""
+"""The application every adapter opens: records, access and Dream runs in one write model."""
 
 from __future__ import annotations
 
-from application.records import EntryWritten, Records
+from application.dream_runs import DreamRuns
+from application.records import EntryWritten
 
 __all__ = ["Dreaming", "EntryWritten"]
 
 
-class Dreaming(Records):
+class Dreaming(DreamRuns):
     """Artifact Dreaming's write model (stored application name: ``Dreaming``)."""

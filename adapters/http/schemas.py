@@ -10,6 +10,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from domain.artifact import Artifact, ArtifactRevision, EntryVersion
+from domain.dream_request import DreamRequest
+from domain.dream_run import DreamRun
+from domain.errors import DomainError
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.scope import Scope
 from domain.source import Source
@@ -265,3 +268,97 @@ class Health(BaseModel):
     status: Literal["ok"]
     store: str = Field(description="sqlite or postgres")
     position: int
+
+
+# -- dream runs --------------------------------------------------------------------------------
+
+def to_domain_items(items: list[Any], name: str) -> tuple[Any, ...]:
+    """Convert request items, naming the offending item in the error's field path."""
+    converted = []
+    for index, item in enumerate(items):
+        try:
+            converted.append(item.to_domain())
+        except DomainError as error:
+            inner = error.details.get("field")
+            error.details["field"] = f"{name}[{index}]" + (f".{inner}" if inner else "")
+            raise
+    return tuple(converted)
+
+
+class CreateDreamRun(Strict):
+    operation: str
+    idempotency_key: str
+    artifacts: list[ArtifactRefBody] = Field(default_factory=list)
+    memory_citations: list[MemoryCitationBody] = Field(default_factory=list)
+    sources: list[SourceRefBody] = Field(default_factory=list)
+    target: ArtifactRefBody | None = None
+
+    def to_domain(self) -> DreamRequest:
+        target = None
+        if self.target is not None:
+            target = to_domain_items([self.target], "target")[0]
+        return DreamRequest.create(
+            self.operation, self.idempotency_key,
+            to_domain_items(self.artifacts, "artifacts"),
+            to_domain_items(self.memory_citations, "memory_citations"),
+            to_domain_items(self.sources, "sources"), target)
+
+
+class Usage(BaseModel):
+    model_calls: int
+    input_tokens: int | None = Field(description="null means unknown, never zero")
+    output_tokens: int | None = Field(description="null means unknown, never zero")
+
+
+class CandidateRef(BaseModel):
+    candidate_id: str
+    version: int
+
+
+class DreamRunSummary(BaseModel):
+    scope_id: str
+    run_id: str
+    operation: str
+    status: Literal["queued", "running", "succeeded", "failed"]
+    outcome: Literal["proposed", "no_change", "needs_evidence"] | None
+    target: ArtifactRefBody | None
+    candidate: CandidateRef | None
+    error: str | None
+    accepted_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    attempt_count: int
+    reused: bool
+
+
+class DreamRunView(DreamRunSummary):
+    position: int | None = Field(description="Event position of the admission (null: replay).")
+    terminal: bool
+    reason: str | None
+    input_manifest: dict[str, Any] | None
+    usage: Usage
+    budget: dict[str, int]
+    prompt_version: str
+    model_config_id: str | None
+
+    @classmethod
+    def of(cls, run: DreamRun, position: int | None = None) -> DreamRunView:
+        target = run.request.get("target")
+        return cls(
+            scope_id=run.scope_id, run_id=run.run_id, operation=run.operation,
+            status=run.status, outcome=run.outcome,  # type: ignore[arg-type]
+            target=None if target is None else ArtifactRefBody(**target),
+            candidate=None if run.candidate is None else CandidateRef(**run.candidate),
+            error=run.error, accepted_at=run.accepted_at, started_at=run.started_at,
+            completed_at=run.completed_at, attempt_count=run.attempt_count, reused=run.reused,
+            position=position, terminal=run.terminal, reason=run.reason,
+            input_manifest=run.manifest,
+            usage=Usage(model_calls=run.model_calls, input_tokens=run.input_tokens,
+                        output_tokens=run.output_tokens),
+            budget=run.budget, prompt_version=run.prompt_version,
+            model_config_id=run.model_config_id)
+
+
+class DreamRunPage(BaseModel):
+    runs: list[DreamRunSummary]
+    next_cursor: str | None

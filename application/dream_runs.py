@@ -1,0 +1,116 @@
+"""Dream admission and run reads.
+
+Admission follows the anchor's order: scope read, then idempotent replay (before every other
+check), contribute, capability, target head, evidence (with projection limits), capacity. The
+run and the scope's queue are committed together, with every aggregate the evidence check
+read in the read set, so admission never accepts a run whose evidence moved meanwhile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from application.evidence_reader import StoreEvidenceReader
+from application.records import Records
+from application.write_model import Written, retry_on_write_conflict
+from domain.access import CONTRIBUTE, READ
+from domain.budget import effective_budget
+from domain.dream_queue import DreamQueue
+from domain.dream_request import DERIVE_SKILL, DreamRequest
+from domain.dream_run import DreamRun
+from domain.errors import (
+    ArtifactConflictError,
+    CapabilityUnavailableError,
+    DreamNotFoundError,
+    IdempotencyConflictError,
+)
+from domain.evidence import resolve
+from domain.identity import aggregate_id, dream_run_aggregate_id, sha256_hex
+
+PROMPT_VERSION = "artifact-dreaming.dream.v1"
+DEFAULT_MAX_PENDING = 32
+
+
+@dataclass(frozen=True)
+class Admission:
+    run: DreamRun
+    replayed: bool
+
+
+def principal_key(principal: str) -> str:
+    return sha256_hex(principal)
+
+
+def dream_run_id(scope_id: str, key_of_principal: str, idempotency_key: str) -> str:
+    """Deterministic, so the same (scope, principal, key) always names the same run."""
+    return "dr_" + aggregate_id("dream_run_id", scope_id, key_of_principal, idempotency_key).hex
+
+
+class DreamRuns(Records):
+    dream_enabled: bool = True
+
+    @retry_on_write_conflict
+    def request_dream(self, scope_id: str, request: DreamRequest) -> Written[Admission]:
+        scope = self.scope_for(scope_id, READ)
+        caller = self.caller()
+        key = principal_key(caller.name)
+        run_id = dream_run_id(scope.scope_id, key, request.idempotency_key)
+        existing = self._existing_run(scope.scope_id, run_id)
+        if existing is not None:
+            return Written(Admission(self._replay(existing, request), replayed=True), None)
+        self.scope_for(scope_id, CONTRIBUTE)
+        if not self.dream_enabled:
+            raise CapabilityUnavailableError("Dream runs are disabled in this deployment")
+        reader = StoreEvidenceReader(self, scope, caller)
+        self._check_target(request, reader)
+        budget = effective_budget(scope.settings)
+        resolve(reader, sources=request.sources, artifacts=request.artifacts,
+                memory_citations=request.memory_citations, budget=budget,
+                include_memory_text=request.operation != DERIVE_SKILL)
+        queue = self._queue(scope.scope_id)
+        queue.admit(run_id, request.operation,
+                    scope.settings.get("dream_max_pending_per_scope", DEFAULT_MAX_PENDING))
+        run = DreamRun.accept(scope.scope_id, run_id, request.operation, key,
+                              request.idempotency_key, request.to_dict(), request.digest,
+                              budget, PROMPT_VERSION, self.clock())
+        position = self.commit(run, queue, read=reader.read_set)
+        return Written(Admission(run, replayed=False), position)
+
+    def get_dream(self, scope_id: str, run_id: str) -> DreamRun:
+        self.scope_for(scope_id, READ)
+        run = self._existing_run(scope_id, run_id)
+        if run is None:
+            raise DreamNotFoundError(f"no run {run_id!r} in scope {scope_id!r}", run_id=run_id)
+        return run
+
+    def _existing_run(self, scope_id: str, run_id: str) -> DreamRun | None:
+        aggregate_id_ = dream_run_aggregate_id(scope_id, run_id)
+        if not self.exists(aggregate_id_):
+            return None
+        run: DreamRun = self.repository.get(aggregate_id_)
+        return run
+
+    @staticmethod
+    def _replay(run: DreamRun, request: DreamRequest) -> DreamRun:
+        if run.request_digest != request.digest:
+            raise IdempotencyConflictError(
+                "this idempotency key was used for a different request", run_id=run.run_id,
+                request_digest=run.request_digest)
+        return run
+
+    def _check_target(self, request: DreamRequest, reader: StoreEvidenceReader) -> None:
+        if request.target is None:
+            return
+        artifact = reader.artifact(request.target.family, request.target.artifact_id)
+        if artifact is not None and artifact.head_ref != request.target:
+            raise ArtifactConflictError(
+                "the target is no longer the head revision", field="target",
+                expected=request.target.to_dict(), current=artifact.head_ref.to_dict())
+
+    def _queue(self, scope_id: str) -> DreamQueue:
+        queue_id = DreamQueue.create_id(scope_id)
+        if self.exists(queue_id):
+            queue: DreamQueue = self.repository.get(queue_id)
+            return queue
+        return DreamQueue.open(scope_id)
+

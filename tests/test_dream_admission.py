@@ -1,0 +1,198 @@
+"""Admitting Dream runs: the anchor's admission rules, replay first, nothing written on refusal."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from application.access import Caller, acting_as
+from application.dreaming import Dreaming
+from domain.dream_queue import DreamQueue
+from domain.dream_request import DreamRequest
+from domain.errors import DomainError
+from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
+
+EXPERIENCE = {"situation": "Retried a write", "action": "Used key K",
+              "outcome": "One charge", "lesson": "Use idempotency keys"}
+TASK = SourceRef("task", "t1")
+
+
+@pytest.fixture
+def world(app: Dreaming) -> Dreaming:
+    """A scope with a task Source, a Memory citing it and an Experience over it."""
+    app.create_scope("s")
+    app.record_source("s", "task", "t1", text="Replayed the write with key K; one charge.")
+    app.record_source("s", "note", "internal", text="management note", eligibility="lineage_only")
+    app.create_memory("s", "m", principal="svc")
+    app.add_entry("s", "m", "e1", "task_record", "Use key K on retries", sources=[TASK])
+    app.add_entry("s", "m", "sibling", "private_note", "UNSELECTED_SIBLING_SENTINEL")
+    app.create_artifact("s", "experience", "x", EXPERIENCE, principal="svc",
+                        lineage=Lineage(sources=(TASK,)))
+    return app
+
+
+def citation(app: Dreaming, entry_id: str = "e1") -> MemoryCitation:
+    memory = app.get_artifact("s", "memory", "m")
+    return MemoryCitation(memory.head_ref, entry_id,
+                          memory.manifest()[entry_id].entry_version_id)
+
+
+def refine(key: str, **refs: object) -> DreamRequest:
+    return DreamRequest.create("refine_experience", key, **refs)  # type: ignore[arg-type]
+
+
+def code_of(command: Callable[[], object]) -> str:
+    try:
+        command()
+    except DomainError as error:
+        return error.code
+    return "ok"
+
+
+def test_admission_replays_the_same_request_and_refuses_a_changed_one(world: Dreaming) -> None:
+    cited = citation(world)
+    # A duplicated citation is accepted as one.
+    first = world.request_dream("s", refine("k1", memory_citations=[cited, cited]))
+    run = first.value.run
+    assert (run.status, first.value.replayed) == ("queued", False)
+    assert run.request["memory_citations"] == [cited.to_dict()]
+    assert first.position is not None
+
+    # Replaying the same request returns the stored run and writes nothing.
+    before = world.max_position()
+    replay = world.request_dream("s", refine("k1", memory_citations=[cited]))
+    assert replay.value.replayed
+    assert replay.value.run == run
+    assert world.max_position() == before
+
+    # The same key with another Source is a conflict.
+    assert code_of(lambda: world.request_dream(
+        "s", refine("k1", memory_citations=[cited], sources=[TASK]))) == "idempotency_conflict"
+    assert world.max_position() == before
+
+
+def test_replay_comes_before_every_check_but_scope_read(world: Dreaming) -> None:
+    enforced = world
+    enforced.enforce_access = True
+    admin = Caller("admin", admin=True)
+    with acting_as(admin):
+        enforced.register_principal("carl")
+        enforced.grant_role("s", "carl", "contributor")
+    with acting_as(Caller("carl")):
+        run = enforced.request_dream("s", refine("k", memory_citations=[citation(world)]))
+    # Carl is demoted to reader: a replay still answers, a new key is forbidden.
+    with acting_as(admin):
+        enforced.revoke_role("s", "carl", "contributor")
+        enforced.grant_role("s", "carl", "reader")
+    with acting_as(Caller("carl")):
+        again = enforced.request_dream("s", refine("k", memory_citations=[citation(world)]))
+        assert again.value.run.run_id == run.value.run.run_id
+        assert code_of(lambda: enforced.request_dream(
+            "s", refine("k2", memory_citations=[citation(world)]))) == "forbidden"
+    # Another principal's identical key names another run.
+    with acting_as(admin):
+        other = enforced.request_dream("s", refine("k", memory_citations=[citation(world)]))
+    assert other.value.run.run_id != run.value.run.run_id
+
+
+def test_eight_concurrent_admissions_with_one_key_make_one_run(
+        world: Dreaming, open_app: Callable[[], Dreaming]) -> None:
+    apps = [open_app() for _ in range(8)]
+    cited = citation(world)
+    barrier = threading.Barrier(len(apps))
+
+    def admit(index: int) -> str:
+        barrier.wait()
+        return apps[index].request_dream("s", refine("same", memory_citations=[cited])
+                                         ).value.run.run_id
+
+    with ThreadPoolExecutor(len(apps)) as pool:
+        run_ids = set(pool.map(admit, range(len(apps))))
+    assert len(run_ids) == 1
+    queue = world.repository.get(DreamQueue.create_id("s"))
+    assert list(queue.pending) == list(run_ids)
+
+
+def test_target_must_be_the_current_head(world: Dreaming) -> None:
+    head = ArtifactRef("experience", "x", 1)
+    admitted = world.request_dream("s", refine("t1", artifacts=[head], target=head))
+    world.replace_artifact("s", "experience", "x", {**EXPERIENCE, "lesson": "Always"},
+                           principal="svc", expected_revision=1)
+    # The old key still replays the original run although the head moved...
+    assert world.request_dream("s", refine("t1", artifacts=[head], target=head)
+                               ).value.run == admitted.value.run
+    # ...while a new key with the stale target is refused.
+    before = world.max_position()
+    assert code_of(lambda: world.request_dream(
+        "s", refine("t2", artifacts=[head], target=head))) == "artifact_conflict"
+    assert world.max_position() == before
+
+
+@pytest.mark.parametrize(("build", "code"), [
+    (lambda w: refine("k", artifacts=[ArtifactRef("experience", "ghost", 1)]),
+     "reference_not_found"),
+    (lambda w: refine("k", artifacts=[ArtifactRef("experience", "x", 1)],
+                      sources=[SourceRef("note", "internal")]), "source_not_eligible"),
+    (lambda w: refine("k", memory_citations=[MemoryCitation(
+        ArtifactRef("memory", "m", 2), "e1", "ev_forged")]), "invalid_memory_citation"),
+])
+def test_evidence_is_checked_at_admission(world: Dreaming, build: Callable[[Dreaming],
+                                          DreamRequest], code: str) -> None:
+    before = world.max_position()
+    assert code_of(lambda: world.request_dream("s", build(world))) == code
+    assert world.max_position() == before
+
+
+def test_retired_entries_and_missing_scopes_are_refused(world: Dreaming) -> None:
+    cited = citation(world)
+    world.deactivate_entry("s", "m", "e1")
+    assert code_of(lambda: world.request_dream("s", refine("k", memory_citations=[cited]))) == (
+        "memory_entry_inactive")
+    assert code_of(lambda: world.request_dream("nowhere", refine(
+        "k", memory_citations=[cited]))) == "scope_not_found"
+
+
+def test_capacity_per_scope_is_exact(world: Dreaming) -> None:
+    world.change_scope_settings("s", {"dream_max_pending_per_scope": 2})
+    head = ArtifactRef("experience", "x", 1)
+    for key in ("a", "b"):
+        world.request_dream("s", refine(key, artifacts=[head]))
+    before = world.max_position()
+    with pytest.raises(DomainError) as refused:
+        world.request_dream("s", refine("c", artifacts=[head]))
+    assert refused.value.code == "capacity_exceeded"
+    assert refused.value.details == {"limit": 2, "pending": 2}
+    assert world.max_position() == before
+
+
+def test_deep_lineage_is_refused_at_admission_but_fine_for_ordinary_revisions(
+        world: Dreaming) -> None:
+    # Twelve chained revisions are ordinary management writes...
+    previous = ArtifactRef("experience", "x", 1)
+    for index in range(2, 14):
+        world.create_artifact("s", "experience", f"x{index}", EXPERIENCE, principal="svc",
+                              lineage=Lineage(artifacts=(previous,)))
+        previous = ArtifactRef("experience", f"x{index}", 1)
+    # ...but deriving a Skill from the tip would walk deeper than 8 levels.
+    assert code_of(lambda: world.request_dream("s", DreamRequest.create(
+        "derive_skill", "deep", artifacts=[previous]))) == "evidence_limit_exceeded"
+
+
+def test_prompt_lineage_is_not_factual_evidence(world: Dreaming) -> None:
+    world.create_artifact("s", "prompt", "p", {"template": "Summarise {x}"}, principal="svc")
+    world.create_artifact("s", "experience", "with-prompt", EXPERIENCE, principal="svc",
+                          lineage=Lineage(sources=(TASK,),
+                                          artifacts=(ArtifactRef("prompt", "p", 1),)))
+    admitted = world.request_dream("s", DreamRequest.create(
+        "derive_skill", "skill", artifacts=[ArtifactRef("experience", "with-prompt", 1)]))
+    assert admitted.value.run.status == "queued"
+
+
+def test_projection_limits_are_checked_at_admission(world: Dreaming) -> None:
+    world.change_scope_settings("s", {"max_items": 1})
+    assert code_of(lambda: world.request_dream(
+        "s", refine("k", artifacts=[ArtifactRef("experience", "x", 1)]))) == (
+        "evidence_limit_exceeded")
