@@ -43,14 +43,10 @@ from domain.refs import MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef
 
 __all__ = [
     "ERRORS_BY_CODE",
-    "AccessRevokedError",
     "AccessUnavailableError",
     "ApiError",
-    "CapabilityUnavailableError",
-    "CapacityExceededError",
     "DreamClient",
     "HttpError",
-    "IdempotencyConflictError",
     "InternalError",
     "MethodNotAllowedError",
     "NotFoundError",
@@ -110,30 +106,13 @@ class InternalError(ApiError):
     code = "internal_error"
 
 
-class AccessRevokedError(ApiError):
-    code = "access_revoked"
-
-
-class IdempotencyConflictError(ApiError):
-    code = "idempotency_conflict"
-
-
-class CapacityExceededError(ApiError):
-    code = "capacity_exceeded"
-
-
 class AccessUnavailableError(ApiError):
     code = "access_unavailable"
 
 
-class CapabilityUnavailableError(ApiError):
-    code = "capability_unavailable"
-
-
 _TRANSPORT_ERRORS: tuple[type[ApiError], ...] = (
     HttpError, NotFoundError, MethodNotAllowedError, PayloadTooLargeError, InternalError,
-    AccessRevokedError, IdempotencyConflictError, CapacityExceededError, AccessUnavailableError,
-    CapabilityUnavailableError,
+    AccessUnavailableError,
 )
 
 

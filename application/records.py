@@ -18,6 +18,7 @@ from application.access import Access
 from application.write_model import Written, retry_on_write_conflict
 from domain.access import ADMINISTER, CONTRIBUTE, READ, Resource
 from domain.artifact import ACTIVE, Artifact, ArtifactRevision, EntryVersion
+from domain.content import validate_content
 from domain.errors import (
     ArtifactExistsError,
     ArtifactNotFoundError,
@@ -166,6 +167,7 @@ class Records(Access):
         if self.exists(artifact_aggregate_id(scope.scope_id, check_family(family), artifact_id)):
             raise ArtifactExistsError(f"{family}/{artifact_id} already exists",
                                       family=family, artifact_id=artifact_id)
+        content = validate_content(family, content)  # before the write record digests it
         lineage = lineage or Lineage()
         read = self._check_lineage(scope.scope_id, lineage)
         write = self._management_source(scope.scope_id, family, artifact_id, 1, "create",
@@ -182,6 +184,7 @@ class Records(Access):
         """Basic management replace: a new revision, checked against the expected head."""
         artifact = self._writable(scope_id, family, artifact_id)
         artifact.check_expected_revision(expected_revision)
+        content = validate_content(artifact.family, content)
         lineage = lineage or Lineage()
         read = self._check_lineage(artifact.scope_id, lineage)
         write = self._management_source(artifact.scope_id, family, artifact_id,

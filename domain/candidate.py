@@ -204,6 +204,7 @@ class Candidate(Aggregate):
     def _rejected(self, version: int, reason: str, reviewer: str) -> None:
         self.status = REJECTED
         self.decision_reason = reason
+        self.conflict = None
 
     def record_conflict(self, expected_version: int, code: str, details: Mapping[str, Any]) -> None:
         """An approval failed on moved state; the candidate stays pending and shows it."""

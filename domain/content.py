@@ -14,7 +14,7 @@ from typing import Any
 from domain.errors import InvalidContentError, InvalidTextError
 from domain.identity import canonical_json, sha256_hex
 from domain.refs import EXPERIENCE, MEMORY, PROMPT, SKILL, ArtifactRef, SourceRef, normalise
-from domain.text import check_bounded_chars, check_text
+from domain.text import check_bounded_chars, check_text, is_plain_json
 
 ENTRY_TEXT_MAX_BYTES = 8_192
 ENTRY_KIND_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -86,7 +86,7 @@ def _skill(content: Mapping[str, Any]) -> dict[str, Any]:
 def _prompt(content: Mapping[str, Any]) -> dict[str, Any]:
     _only_keys(PROMPT, content, {"template", "parameters"})
     parameters = content.get("parameters", {})
-    if not isinstance(parameters, Mapping) or not all(
+    if not isinstance(parameters, Mapping) or not is_plain_json(dict(parameters)) or not all(
         isinstance(v, str | int | float | bool) or v is None for v in parameters.values()
     ):
         raise InvalidContentError(

@@ -232,6 +232,8 @@ class DreamRun(Aggregate):
                      output_tokens: int | None) -> None:
         """Merge a provider report: extra provider requests count as extra model calls."""
         self.check_attempt(attempt)
+        if requests < 0 or any(n is not None and n < 0 for n in (input_tokens, output_tokens)):
+            raise InvalidRequestError("usage counts cannot be negative", field="usage")
         first = not self.usage_reported
         self._usage_recorded(
             attempt=attempt, model_calls=self.model_calls + max(0, requests - 1),

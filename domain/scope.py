@@ -101,6 +101,11 @@ class Scope(Aggregate):
 
     def change_settings(self, changes: Mapping[str, Any]) -> bool:
         """Merge ``changes`` into the settings; a ``None`` value restores the default."""
+        if not isinstance(changes, Mapping):
+            raise InvalidSettingsError("settings must be a JSON object", field="settings")
+        for name in changes:
+            if name not in SETTING_BOUNDS and name not in FLAG_SETTINGS:
+                raise InvalidSettingsError(f"unknown setting {name!r}", field=f"settings.{name}")
         merged = {**self.settings, **changes}
         settings = check_settings({k: v for k, v in merged.items() if v is not None})
         if settings == self.settings:

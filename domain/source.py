@@ -12,7 +12,7 @@ from eventsourcing.domain import Aggregate, event
 from domain.errors import InvalidContentError, InvalidRequestError, SourceWithdrawnError
 from domain.identity import canonical_json, check_scope_id, digest, source_aggregate_id
 from domain.refs import SourceRef
-from domain.text import check_identifier, check_text
+from domain.text import check_identifier, check_text, is_plain_json
 
 ELIGIBLE = "eligible"
 LINEAGE_ONLY = "lineage_only"
@@ -29,12 +29,9 @@ def check_source_body(text: object, payload: object) -> tuple[str, dict[str, Any
                               allow_empty=True)
     if payload is None:
         payload = {}
-    if not isinstance(payload, Mapping):
-        raise InvalidContentError("payload must be a JSON object", field="payload")
-    try:
-        encoded = canonical_json(payload)
-    except (TypeError, ValueError) as error:
-        raise InvalidContentError("payload must be plain JSON", field="payload") from error
+    if not isinstance(payload, Mapping) or not is_plain_json(dict(payload)):
+        raise InvalidContentError("payload must be a plain JSON object", field="payload")
+    encoded = canonical_json(payload)
     check_text("payload", encoded, SOURCE_PAYLOAD_MAX_BYTES, allow_empty=True)
     if not checked_text.strip() and not payload:
         raise InvalidContentError("a Source needs non-blank text or a payload", field="text")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 
 from domain.errors import InvalidIdentifierError, InvalidTextError, TextTooLargeError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def check_identifier(field: str, value: object, max_length: int = 128, *,
@@ -18,9 +20,10 @@ def check_identifier(field: str, value: object, max_length: int = 128, *,
     """
     if not isinstance(value, str) or not value or not value.strip():
         raise InvalidIdentifierError(f"{field} must be a non-blank string", field=field)
-    if value != value.strip() or _CONTROL.search(value):
+    if value != value.strip() or _CONTROL.search(value) or _SURROGATE.search(value):
         raise InvalidIdentifierError(
-            f"{field} must not have surrounding whitespace or control characters", field=field
+            f"{field} must not have surrounding whitespace, control characters or unpaired "
+            "surrogates", field=field,
         )
     if path_segment and "/" in value:
         raise InvalidIdentifierError(f"{field} must not contain '/'", field=field)
@@ -34,8 +37,8 @@ def check_identifier(field: str, value: object, max_length: int = 128, *,
 
 def check_text(field: str, value: object, max_bytes: int, *, allow_empty: bool = False) -> str:
     """NFC-normalised text whose UTF-8 encoding fits ``max_bytes``."""
-    if not isinstance(value, str):
-        raise InvalidTextError(f"{field} must be a string", field=field)
+    if not isinstance(value, str) or _SURROGATE.search(value):
+        raise InvalidTextError(f"{field} must be a valid Unicode string", field=field)
     text = unicodedata.normalize("NFC", value)
     if not allow_empty and not text.strip():
         raise InvalidTextError(f"{field} must not be blank", field=field)
@@ -50,8 +53,9 @@ def check_text(field: str, value: object, max_bytes: int, *, allow_empty: bool =
 
 def check_bounded_chars(field: str, value: object, max_chars: int) -> str:
     """Trimmed, non-blank text of at most ``max_chars`` characters (reasons, content fields)."""
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidTextError(f"{field} must be a non-blank string", field=field)
+    if not isinstance(value, str) or not value.strip() or _SURROGATE.search(value):
+        raise InvalidTextError(f"{field} must be a non-blank, valid Unicode string",
+                               field=field)
     if value != value.strip():
         raise InvalidTextError(f"{field} must not have surrounding whitespace", field=field)
     if len(value) > max_chars:
@@ -60,3 +64,19 @@ def check_bounded_chars(field: str, value: object, max_chars: int) -> str:
             field=field, limit_chars=max_chars, actual_chars=len(value),
         )
     return value
+
+
+def is_plain_json(value: object) -> bool:
+    """Strings keys, finite numbers, valid Unicode: what survives a JSON round trip unchanged."""
+    if isinstance(value, str):
+        return not _SURROGATE.search(value)
+    if isinstance(value, bool) or value is None or isinstance(value, int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(is_plain_json(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and is_plain_json(k) and is_plain_json(v)
+                   for k, v in value.items())
+    return False

@@ -27,6 +27,8 @@ from adapters.http.routes import ops, router
 from application.access import Caller, acting_as
 from application.dreaming import Dreaming
 from domain.access import Resource
+from domain.dream_request import DreamRequest
+from domain.refs import ArtifactRef
 from tests.conftest import LiveApi
 
 ADMIN = Caller("admin", admin=True)
@@ -103,6 +105,7 @@ GRANTED_READ = {"granted_outsider": 200}
 class World:
     app: Dreaming
     citation: dict[str, Any]  # a MemoryCitation of memory "m", entry "cited"
+    run_id: str  # a Dream run admitted by the deployment admin
 
 
 Request = tuple[str, str, dict[str, Any] | None]  # method, path, JSON body
@@ -190,6 +193,15 @@ MATRIX: list[tuple[str, Build, dict[str, int]]] = [
      lambda w, u: ("POST", f"{S}/read-revocations",
                    {"principal": f"p-{u}", "resource": _resource("task", "open", "source")}),
      administer()),
+    # dream runs
+    ("POST {s}/dream",
+     lambda w, u: ("POST", f"{S}/dream", {
+         "operation": "refine_experience", "idempotency_key": f"k-{u}",
+         "artifacts": [{"family": "experience", "artifact_id": "open", "revision": 1}]}),
+     contribute(202)),
+    ("GET {s}/dream/{run_id}",
+     lambda w, u: ("GET", f"{S}/dream/{w.run_id}", None),
+     read()),
     # sources
     ("POST {s}/sources",
      lambda w, u: ("POST", f"{S}/sources",
@@ -311,7 +323,9 @@ def _world(live_api: LiveApi) -> tuple[World, dict[str, dict[str, str]]]:
             app.revoke_read(SCOPE, name, Resource.source(*HIDDEN_SOURCE))
             app.revoke_read(SCOPE, name, Resource.artifact(*HIDDEN_ARTIFACT))
         app.grant_read(SCOPE, _name("granted_outsider"), Resource.artifact(*GRANTED_ARTIFACT))
-    return World(app, cited.to_dict()), headers
+        run = app.request_dream(SCOPE, DreamRequest.create(
+            "refine_experience", "matrix", artifacts=[ArtifactRef("experience", "open", 1)]))
+    return World(app, cited.to_dict(), run.value.run.run_id), headers
 
 
 def _check(http: httpx.Client, world: World, headers: dict[str, str], label: str,

@@ -1,10 +1,11 @@
-"""Stateful properties of the Scope aggregate: settings validation and the roles model.
+"""Stateful properties of the Scope aggregate: settings validation and the access model.
 
-A hypothesis state machine issues random grant/revoke/change-settings commands, valid and
-invalid, against one Scope and checks it against a plain-Python model after every step. Every
-refused command must carry its stable error code and leave the Scope untouched, and the Scope
-rebuilt from its events alone must always equal the live one; a second test runs the same
-machine through a real event store (SQLite and PostgreSQL) and reads the Scope back.
+A hypothesis state machine issues random change-settings, role and per-resource read grant
+commands, valid and invalid, against one Scope and checks it against a plain-Python model after
+every step, including who ``permits`` what. Every refused command must carry its stable error
+code and leave the Scope untouched, and the Scope rebuilt from its events alone must always
+equal the live one; a second test runs the same machine through a real event store (SQLite and
+PostgreSQL) and reads the Scope back.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from hypothesis.stateful import (
 )
 
 from application.dreaming import Dreaming
+from domain.access import Resource
 from domain.errors import DomainError
 from domain.scope import FLAG_SETTINGS, PRINCIPAL_MAX, ROLES, SETTING_BOUNDS, Scope
 
@@ -45,6 +47,13 @@ PRINCIPALS = ["alice", "bob", "carol@example.com", "svc:dreamer", "p" * PRINCIPA
 BAD_PRINCIPALS = ["", "   ", " alice", "bob\n", "x\x00y", "p" * (PRINCIPAL_MAX + 1), 42, None]
 BAD_ROLES = ["owner", "", "Admin", "reader ", None, 1]
 SETTING_NAMES = sorted([*SETTING_BOUNDS, *FLAG_SETTINGS])
+RESOURCES = [Resource.artifact("experience", "e1"), Resource.artifact("memory", "m1"),
+             Resource.source("task", "t1")]
+# The documented permissions of each role; anything else is refused.
+ROLE_ACTIONS = {"reader": {"read"}, "contributor": {"read", "contribute"},
+                "reviewer": {"read", "review"},
+                "admin": {"read", "contribute", "review", "administer"}}
+ACTIONS = ["read", "contribute", "review", "administer"]
 
 
 def setting_value(name: str) -> st.SearchStrategy[Any]:
@@ -78,6 +87,12 @@ valid_settings = st.lists(
         lambda name: st.tuples(st.just(name), valid_setting_value(name))),
     max_size=4,
 ).map(dict)
+# Valid values, or None to restore a setting's default.
+valid_changes = st.lists(
+    st.sampled_from(SETTING_NAMES).flatmap(
+        lambda name: st.tuples(st.just(name), st.one_of(valid_setting_value(name), st.none()))),
+    min_size=1, max_size=3,
+).map(dict)
 
 
 # -- the model -----------------------------------------------------------------------------
@@ -94,6 +109,8 @@ def setting_is_valid(name: str, value: Any) -> bool:
 
 def merged_settings(current: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any] | None:
     """The settings after ``changes`` (``None`` restores the default), or None if refused."""
+    if any(name not in SETTING_BOUNDS and name not in FLAG_SETTINGS for name in changes):
+        return None  # an unknown name is refused even when it would only be reset
     merged = {name: value for name, value in {**current, **changes}.items() if value is not None}
     if not all(setting_is_valid(name, value) for name, value in merged.items()):
         return None
@@ -129,6 +146,8 @@ class ScopeMachine(RuleBasedStateMachine):
         self.events: list[Any] = []
         self.settings: dict[str, Any] = {}
         self.roles: dict[str, set[str]] = {}
+        # (principal, resource) -> "granted" or "revoked": a read decision that beats roles.
+        self.reads: dict[tuple[str, Resource], str] = {}
 
     def commit(self) -> list[Any]:
         """Take the pending events; the stored variant also saves them."""
@@ -149,7 +168,7 @@ class ScopeMachine(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------------------
 
-    @rule(changes=setting_changes)
+    @rule(changes=st.one_of(setting_changes, valid_changes))
     def change_settings_merges_valid_changes_and_refuses_invalid_ones(
             self, changes: dict[str, Any]) -> None:
         expected = merged_settings(self.settings, changes)
@@ -180,11 +199,27 @@ class ScopeMachine(RuleBasedStateMachine):
                 del self.roles[principal]
         self.record(expect_events=int(held))
 
-    @rule(principal=st.sampled_from(BAD_PRINCIPALS), role=st.sampled_from(ROLES),
+    @rule(principal=st.sampled_from(PRINCIPALS), resource=st.sampled_from(RESOURCES),
           grant=st.booleans())
-    def an_invalid_principal_is_refused(self, principal: Any, role: str, grant: bool) -> None:
-        command = self.scope.grant_role if grant else self.scope.revoke_role
-        assert_refused(self.scope, "invalid_identifier", lambda: command(principal, role))
+    def a_read_decision_is_recorded_once(self, principal: str, resource: Resource,
+                                         grant: bool) -> None:
+        decision = "granted" if grant else "revoked"
+        command = self.scope.grant_read if grant else self.scope.revoke_read
+        changed = self.reads.get((principal, resource)) != decision
+        assert command(principal, resource) == changed
+        self.reads[principal, resource] = decision
+        self.record(expect_events=int(changed))
+
+    @rule(principal=st.sampled_from(BAD_PRINCIPALS), role=st.sampled_from(ROLES),
+          command=st.sampled_from(["grant_role", "revoke_role", "grant_read", "revoke_read"]))
+    def an_invalid_principal_is_refused(self, principal: Any, role: str, command: str) -> None:
+        commands: dict[str, Callable[[], object]] = {
+            "grant_role": lambda: self.scope.grant_role(principal, role),
+            "revoke_role": lambda: self.scope.revoke_role(principal, role),
+            "grant_read": lambda: self.scope.grant_read(principal, RESOURCES[0]),
+            "revoke_read": lambda: self.scope.revoke_read(principal, RESOURCES[0]),
+        }
+        assert_refused(self.scope, "invalid_identifier", commands[command])
 
     @rule(principal=st.sampled_from(PRINCIPALS), role=st.sampled_from(BAD_ROLES),
           grant=st.booleans())
@@ -223,6 +258,29 @@ class ScopeMachine(RuleBasedStateMachine):
     def roles_match_the_model_and_no_principal_holds_an_empty_set(self) -> None:
         assert {p: set(roles) for p, roles in self.scope.roles.items()} == self.roles
         assert all(roles and roles <= set(ROLES) for roles in self.scope.roles.values())
+
+    @invariant()
+    def read_decisions_match_the_model(self) -> None:
+        expected: dict[str, dict[str, str]] = {}
+        for (principal, resource), decision in self.reads.items():
+            expected.setdefault(principal, {})[resource.key] = decision
+        assert self.scope.read_grants == expected
+
+    @invariant()
+    def permissions_follow_roles_unless_a_read_decision_overrides_them(self) -> None:
+        for principal in PRINCIPALS:
+            roles = self.roles.get(principal, set())
+            by_role = {action for role in roles for action in ROLE_ACTIONS[role]}
+            for action in ACTIONS:
+                assert self.scope.permits(principal, action) == (action in by_role)
+                for resource in RESOURCES:
+                    decision = self.reads.get((principal, resource))
+                    expected = (decision == "granted" if action == "read" and decision
+                                else action in by_role)
+                    assert self.scope.permits(principal, action, resource) == expected
+            # A scope is acknowledged to anyone holding a role or at least one read grant.
+            granted = any(d == "granted" for (p, _), d in self.reads.items() if p == principal)
+            assert self.scope.acknowledges(principal) == (bool(roles) or granted)
 
     @invariant()
     def identity_never_changes(self) -> None:

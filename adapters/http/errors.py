@@ -33,6 +33,8 @@ _STATUS_CODES: dict[int, tuple[str, ...]] = {
 }
 STATUS_BY_CODE = {code: status for status, codes in _STATUS_CODES.items() for code in codes}
 UNPROCESSABLE = 422
+_ERROR_HEADERS = {"unauthorized": {"WWW-Authenticate": "Bearer"},
+                  "capacity_exceeded": {"Retry-After": "1"}}
 
 
 def status_for(code: str) -> int:
@@ -49,7 +51,7 @@ def error_response(status: int, code: str, message: str, details: dict[str, Any]
 
 def _domain_error(_: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, DomainError)
-    headers = {"WWW-Authenticate": "Bearer"} if error.code == "unauthorized" else None
+    headers = _ERROR_HEADERS.get(error.code)
     return error_response(status_for(error.code), error.code, error.message, error.details,
                           headers)
 

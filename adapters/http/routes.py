@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -11,9 +12,11 @@ from adapters.http.schemas import (
     AddEntry,
     ChangeSettings,
     CreateArtifact,
+    CreateDreamRun,
     CreateMemory,
     CreateScope,
     DeactivateEntry,
+    DreamRunView,
     EntryVersionView,
     ErrorResponse,
     GrantRole,
@@ -261,6 +264,30 @@ def read_entry_version(scope_id: str, memory_id: str, revision: int, entry_id: s
 @router.get("/scopes/{scope_id}/memories/{memory_id}", tags=["memory"])
 def get_memory(scope_id: str, memory_id: str, app: App, caller: As) -> RevisionView:
     return get_head(scope_id, MEMORY, memory_id, app, caller)
+
+
+# -- dream runs --------------------------------------------------------------------------------
+
+@router.post("/scopes/{scope_id}/dream", status_code=202, tags=["dream"], responses={
+    200: {"model": DreamRunView, "description": "Replay of a run that already finished"},
+    429: {"model": ErrorResponse, "description": "Too many unfinished runs in the scope"},
+    503: {"model": ErrorResponse, "description": "Dream runs are unavailable"}})
+def request_dream(scope_id: str, body: CreateDreamRun, app: App, caller: As,
+                  response: Response) -> DreamRunView:
+    """Admit a run (202 with Location), or replay the run this idempotency key names."""
+    with acting_as(caller):
+        written = app.request_dream(scope_id, body.to_domain())
+    run = written.value.run
+    if run.terminal:
+        response.status_code = 200
+    response.headers["Location"] = f"/v1/scopes/{quote(run.scope_id)}/dream/{run.run_id}"
+    return DreamRunView.of(run, written.position)
+
+
+@router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"])
+def get_dream(scope_id: str, run_id: str, app: App, caller: As) -> DreamRunView:
+    with acting_as(caller):
+        return DreamRunView.of(app.get_dream(scope_id, run_id))
 
 
 # -- operations --------------------------------------------------------------------------------
