@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from adapters.client import DreamClient
 from adapters.demo import default_scope_id, progress, render, run_demo
+from adapters.http.schemas import DreamRunView
 from adapters.persistence import open_dreaming
 from adapters.settings import Settings
 from application.access import LOCAL_CALLER, acting_as
@@ -95,6 +97,64 @@ def _token_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client(args: argparse.Namespace) -> DreamClient:
+    settings = _settings(args)
+    token = args.token or settings.token
+    token_file = settings.data_dir / "admin-token"
+    if token is None and token_file.is_file():
+        token = token_file.read_text().strip()
+    return DreamClient(args.url or settings.url, token)
+
+
+def _print_run(run: DreamRunView, as_json: bool) -> None:
+    if as_json:
+        print(run.model_dump_json(indent=2))
+        return
+    print(f"{run.run_id}  {run.operation}  {run.status}"
+          + (f"  outcome={run.outcome}" if run.outcome else "")
+          + (f"  error={run.error}" if run.error else ""))
+    if run.candidate:
+        print(f"  candidate {run.candidate.candidate_id} v{run.candidate.version}")
+
+
+def _dream_run(args: argparse.Namespace) -> int:
+    body = json.loads(Path(args.request_file).read_text() if args.request_file else args.request)
+    with _client(args) as client:
+        run = client.request_dream(args.scope, body)
+    _print_run(run, args.json)
+    return 0
+
+
+def _dream_show(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        _print_run(client.get_dream(args.scope, args.run_id), args.json)
+    return 0
+
+
+def _dream_list(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        page = client.list_dreams(args.scope, status=args.status, operation=args.operation,
+                                  cursor=args.cursor, limit=args.limit)
+    if args.json:
+        print(page.model_dump_json(indent=2))
+        return 0
+    for run in page.runs:
+        print(f"{run.accepted_at.isoformat()}  {run.run_id}  {run.operation}  {run.status}"
+              + (f"  {run.outcome}" if run.outcome else "")
+              + (f"  {run.error}" if run.error else ""))
+    if page.next_cursor:
+        print(f"more: --cursor {page.next_cursor}")
+    return 0
+
+
+def _client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scope", required=True)
+    parser.add_argument("--url", help="API base URL (DREAM_URL)")
+    parser.add_argument("--token", help="bearer token (DREAM_TOKEN)")
+    parser.add_argument("--data-dir", help="where admin-token is looked up (DREAM_DATA_DIR)")
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+
+
 def _store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="embedded store directory (DREAM_DATA_DIR)")
     parser.add_argument("--database-url", help="postgresql:// URL (DREAM_DATABASE_URL)")
@@ -135,6 +195,26 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--json", action="store_true")
     _store_options(create)
     create.set_defaults(handler=_token_create)
+
+    run = commands.add_parser("run", help="request a Dream run over the API")
+    _client_options(run)
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--request-file", help="JSON request body (operation, refs, key)")
+    source.add_argument("--request", help="the JSON request body inline")
+    run.set_defaults(handler=_dream_run)
+
+    show = commands.add_parser("show", help="show one Dream run")
+    _client_options(show)
+    show.add_argument("run_id")
+    show.set_defaults(handler=_dream_show)
+
+    listing = commands.add_parser("list", help="list Dream runs, newest first")
+    _client_options(listing)
+    listing.add_argument("--status", choices=["queued", "running", "succeeded", "failed"])
+    listing.add_argument("--operation", choices=["refine_experience", "derive_skill"])
+    listing.add_argument("--cursor")
+    listing.add_argument("--limit", type=int)
+    listing.set_defaults(handler=_dream_list)
 
     bench = commands.add_parser("bench", help="run a benchmark")
     bench.add_argument("suite", choices=["core", "http"], help="which benchmark")

@@ -19,13 +19,15 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, TypeAlias, TypeVar, cast
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 from pydantic import BaseModel
 
 from adapters.http.schemas import (
     ArtifactRefBody,
+    DreamRunPage,
+    DreamRunView,
     EntryVersionView,
     Health,
     LineageBody,
@@ -38,6 +40,7 @@ from adapters.http.schemas import (
     SourceView,
 )
 from domain.access import Resource
+from domain.dream_request import DreamRequest
 from domain.errors import DomainError
 from domain.refs import MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef
 
@@ -406,6 +409,30 @@ class DreamClient:
         return self._call(EntryVersionView, "GET", _path(
             "scopes", scope_id, "memories", memory_id, "revisions", revision, "entries",
             entry_id, "versions", entry_version_id))
+
+    # -- dream runs --------------------------------------------------------------------------
+
+    def request_dream(self, scope_id: str, request: DreamRequest | Mapping[str, Any],
+                      ) -> DreamRunView:
+        """Admit a run, or replay the run its idempotency key names (202 and 200 both decode)."""
+        if isinstance(request, DreamRequest):
+            body: dict[str, Any] = {**request.to_dict(),
+                                    "idempotency_key": request.idempotency_key}
+        else:
+            body = dict(request)
+        return self._call(DreamRunView, "POST", _path("scopes", scope_id, "dream"), body)
+
+    def get_dream(self, scope_id: str, run_id: str) -> DreamRunView:
+        return self._call(DreamRunView, "GET", _path("scopes", scope_id, "dream", run_id))
+
+    def list_dreams(self, scope_id: str, *, status: str | None = None,
+                    operation: str | None = None, cursor: str | None = None,
+                    limit: int | None = None, after: int | None = None) -> DreamRunPage:
+        """Newest first; pass ``next_cursor`` back as ``cursor`` for the next page."""
+        query = urlencode(_body(status=status, operation=operation, cursor=cursor,
+                                limit=limit, after=after))
+        path = _path("scopes", scope_id, "dream") + (f"?{query}" if query else "")
+        return self._call(DreamRunPage, "GET", path)
 
     # -- operations ------------------------------------------------------------------------
 

@@ -21,6 +21,11 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="A postgresql:// URL switches the store to PostgreSQL."
     )
+    url: str = Field(default="http://127.0.0.1:8787",
+                     description="API base URL for the client commands (run, show, list).")
+    token: str | None = Field(
+        default=None, description="Bearer token for the client commands; default: the "
+        "bootstrap token in <data dir>/admin-token when readable.")
     sqlite_lock_timeout: int = Field(default=10, ge=1,
                                      description="Seconds a writer waits for the SQLite lock.")
     postgres_pool_size: int = Field(default=5, ge=1, le=100)
