@@ -70,7 +70,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _openapi(args: argparse.Namespace) -> int:
     from adapters.http.app import create_app  # noqa: PLC0415
 
-    schema = create_app(open_dreaming(_settings(args))).openapi()
+    settings = _settings(args)
+    schema = create_app(open_dreaming(settings), settings).openapi()
     print(json.dumps(schema, indent=2, sort_keys=True))
     return 0
 

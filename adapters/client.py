@@ -54,6 +54,8 @@ __all__ = [
     "MethodNotAllowedError",
     "NotFoundError",
     "PayloadTooLargeError",
+    "ReadModelLaggingError",
+    "ReadModelUnavailableError",
     "error_class",
 ]
 
@@ -113,9 +115,19 @@ class AccessUnavailableError(ApiError):
     code = "access_unavailable"
 
 
+class ReadModelLaggingError(ApiError):
+    """The read model had not reached the requested position in time; retry."""
+
+    code = "read_model_lagging"
+
+
+class ReadModelUnavailableError(ApiError):
+    code = "read_model_unavailable"
+
+
 _TRANSPORT_ERRORS: tuple[type[ApiError], ...] = (
     HttpError, NotFoundError, MethodNotAllowedError, PayloadTooLargeError, InternalError,
-    AccessUnavailableError,
+    AccessUnavailableError, ReadModelLaggingError, ReadModelUnavailableError,
 )
 
 

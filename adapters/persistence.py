@@ -8,11 +8,17 @@ the version it read, and abort the whole transaction if any moved.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from threading import Event, Thread
+from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    ListenNotifySubscription,
+    StoredEvent,
+    Subscription,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 from psycopg import Cursor
@@ -35,9 +41,47 @@ def _moved(read_set: ReadSet, current: Mapping[UUID, int]) -> dict[UUID, tuple[i
     }
 
 
+class PollingSubscription(ListenNotifySubscription[SQLiteApplicationRecorder]):
+    """The library's pull loop, woken by a timer because SQLite has no LISTEN/NOTIFY.
+
+    ``ListenNotifySubscription`` already selects ``> last id`` in batches and feeds a bounded
+    queue; its PostgreSQL subclass only sets ``_has_been_notified`` when a NOTIFY arrives. Here
+    a thread sets it every ``interval`` seconds, so writes by any process on this host (WAL)
+    are seen within one interval. ``_has_been_notified`` is private library API, pinned by
+    ``tests/test_sqlite_subscription.py``.
+    """
+
+    def __init__(self, recorder: SQLiteApplicationRecorder, gt: int | None = None,
+                 topics: Sequence[str] = (), interval: float = 0.05) -> None:
+        self._polling_stopped = Event()  # before super(): stop() may run from __del__
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._poll_thread = Thread(target=self._poll, args=(interval,), daemon=True,
+                                   name="sqlite-subscription-poll")
+        self._poll_thread.start()
+
+    def _poll(self, interval: float) -> None:
+        while not self._polling_stopped.wait(interval):
+            self._has_been_notified.set()
+
+    def stop(self) -> None:
+        self._polling_stopped.set()
+        super().stop()
+
+    def __exit__(self, *args: object, **kwargs: Any) -> None:
+        try:
+            super().__exit__(*args, **kwargs)
+        finally:
+            self._poll_thread.join()
+
+
 class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     supports_read_set = True
     store_kind = "sqlite"
+    poll_interval: ClassVar[float] = 0.05  # seconds between a subscription's polls
+
+    def subscribe(self, gt: int | None = None,
+                  topics: Sequence[str] = ()) -> Subscription[ApplicationRecorder]:
+        return PollingSubscription(self, gt=gt, topics=topics, interval=self.poll_interval)
 
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent],
                        *, read_set: ReadSet | None = None, **kwargs: Any) -> Sequence[int] | None:
@@ -118,6 +162,33 @@ def application_env(settings: Settings) -> dict[str, str]:
     if settings.database_url:
         return postgres_env(settings.database_url, settings)
     return sqlite_env(settings)
+
+
+def view_env(settings: Settings, name: str) -> dict[str, str]:
+    """The store of projection ``name``'s view, as ``<NAME>_*`` keys the library reads first.
+
+    SQLite: one file per projection, ``<data_dir>/views/<name>.sqlite3``, because the library's
+    SQLite tracking table is always called ``tracking``. PostgreSQL: the write model's database
+    (the unprefixed ``POSTGRES_*`` keys apply), where the library names the tracking table
+    ``<name>_tracking``.
+    """
+    if settings.database_url:
+        keys = {"PERSISTENCE_MODULE": "eventsourcing.postgres"}
+    else:
+        views = settings.data_dir / "views"
+        views.mkdir(parents=True, exist_ok=True)
+        keys = {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(views / f"{name}.sqlite3"),
+            "SQLITE_LOCK_TIMEOUT": str(settings.sqlite_lock_timeout),
+        }
+    prefix = name.upper() + "_"
+    return {prefix + key: value for key, value in keys.items()}
+
+
+def projection_env(settings: Settings, name: str) -> dict[str, str]:
+    """Everything a projection runner needs: the write model's store plus the view's own."""
+    return {**application_env(settings), **view_env(settings, name)}
 
 
 def open_write_model(settings: Settings | None = None,

@@ -117,9 +117,10 @@ class LiveApi:
 
 @pytest.fixture
 def live_api(settings: Settings) -> Iterator[LiveApi]:
-    dreaming = open_dreaming(settings.model_copy(update={"access": "enforced"}))
+    enforced = settings.model_copy(update={"access": "enforced"})
+    dreaming = open_dreaming(enforced)
     token = dreaming.bootstrap_admin()
     assert token is not None
-    with running_server(create_app(dreaming)) as base_url:
+    with running_server(create_app(dreaming, enforced)) as base_url:
         yield LiveApi(base_url, token, dreaming)
     dreaming.close()

@@ -8,15 +8,16 @@ from pathlib import Path
 import httpx
 
 from adapters.http.app import create_app
+from adapters.settings import Settings
 from application.dreaming import Dreaming
 from tests.conftest import LiveApi
 
 OPENAPI = Path(__file__).parent.parent / "docs" / "openapi.json"
 
 
-def test_served_schema_matches_the_checked_in_one(app: Dreaming) -> None:
+def test_served_schema_matches_the_checked_in_one(app: Dreaming, settings: Settings) -> None:
     # Regenerate with `dream openapi > docs/openapi.json` after an intended API change.
-    assert create_app(app).openapi() == json.loads(OPENAPI.read_text())
+    assert create_app(app, settings).openapi() == json.loads(OPENAPI.read_text())
 
 
 def test_memory_round_trip_over_http(live_api: LiveApi) -> None:

@@ -1,7 +1,9 @@
-"""The FastAPI application, wired to one write model."""
+"""The FastAPI application, wired to one write model and its read models."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib.metadata import version
 
 from fastapi import FastAPI
@@ -9,16 +11,29 @@ from fastapi import FastAPI
 from adapters.http.errors import install_error_handlers
 from adapters.http.limits import MAX_BODY_BYTES, BodyLimit
 from adapters.http.routes import ops, router
+from adapters.projection_runtime import start_projection
+from adapters.settings import Settings
 from application.dreaming import Dreaming
+from projections.runs import RUNS
 
 DESCRIPTION = """Artifact Dreaming: Sources and Memory entries in, reviewed Experiences and Skills
-out. Every command returns the event `position` it produced. Errors are
-`{"error": {"code", "message", "details"}}` with stable codes."""
+out. Every command returns the event `position` it produced; list reads accept `after=<position>`
+to wait for their read model to include it. Errors are `{"error": {"code", "message",
+"details"}}` with stable codes."""
 
 
-def create_app(dreaming: Dreaming, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+def create_app(dreaming: Dreaming, settings: Settings,
+               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+    """The API; its read models follow the store while the server runs (lifespan)."""
+
+    @asynccontextmanager
+    async def lifespan(api: FastAPI) -> AsyncIterator[None]:
+        with start_projection(RUNS, settings) as runs:
+            api.state.runs = runs
+            yield
+
     api = FastAPI(title="Artifact Dreaming", version=version("artifact-dreaming"),
-                  description=DESCRIPTION)
+                  description=DESCRIPTION, lifespan=lifespan)
     api.state.dreaming = dreaming
     install_error_handlers(api)
     api.add_middleware(BodyLimit, max_bytes=max_body_bytes)

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from adapters.projection_runtime import ProjectionFailedError, ProjectionStoppedError
 from domain.errors import DomainError
 
 log = logging.getLogger("dream.http")
@@ -29,7 +30,8 @@ _STATUS_CODES: dict[int, tuple[str, ...]] = {
           "candidate_terminal", "write_conflict", "idempotency_conflict", "principal_exists"),
     413: ("payload_too_large",),
     429: ("capacity_exceeded",),
-    503: ("access_unavailable", "capability_unavailable"),
+    503: ("access_unavailable", "capability_unavailable", "read_model_lagging",
+          "read_model_unavailable"),
 }
 STATUS_BY_CODE = {code: status for status, codes in _STATUS_CODES.items() for code in codes}
 UNPROCESSABLE = 422
@@ -71,6 +73,14 @@ def _http_error(_: Request, error: Exception) -> JSONResponse:
     return error_response(error.status_code, code, str(error.detail))
 
 
+def _read_model_behind(_: Request, error: Exception) -> JSONResponse:
+    # A read model that has not reached the requested position (or has stopped) is a
+    # temporary condition, never a server bug.
+    code = "read_model_lagging" if isinstance(error, TimeoutError) else "read_model_unavailable"
+    return error_response(503, code, "the read model is not available at that position yet",
+                          headers={"Retry-After": "1"})
+
+
 def _unexpected(_: Request, error: Exception) -> JSONResponse:
     log.exception("unhandled error", exc_info=error)
     return error_response(500, "internal_error", "the server could not complete the request")
@@ -80,4 +90,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(DomainError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
+    for error in (TimeoutError, ProjectionFailedError, ProjectionStoppedError):
+        app.add_exception_handler(error, _read_model_behind)
     app.add_exception_handler(Exception, _unexpected)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request, Response, Security
+from fastapi import APIRouter, Depends, Query, Request, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.http.schemas import (
@@ -16,11 +16,14 @@ from adapters.http.schemas import (
     CreateMemory,
     CreateScope,
     DeactivateEntry,
+    DreamRunPage,
+    DreamRunSummary,
     DreamRunView,
     EntryVersionView,
     ErrorResponse,
     GrantRole,
     Health,
+    ProjectionHealth,
     ReactivateEntry,
     ReadGrant,
     RecordSource,
@@ -284,6 +287,25 @@ def request_dream(scope_id: str, body: CreateDreamRun, app: App, caller: As,
     return DreamRunView.of(run, written.position)
 
 
+@router.get("/scopes/{scope_id}/dream", tags=["dream"])
+def list_dreams(scope_id: str, request: Request, app: App, caller: As,
+                status: Literal["queued", "running", "succeeded", "failed"] | None = None,
+                operation: Literal["refine_experience", "derive_skill"] | None = None,
+                cursor: str | None = None, limit: int = 20,
+                after: Annotated[int | None, Query(
+                    description="Wait until the list includes this event position.")] = None,
+                ) -> DreamRunPage:
+    """Run summaries, newest first (keyset pagination with an opaque cursor)."""
+    with acting_as(caller):
+        app.get_scope(scope_id)
+    runs = request.app.state.runs
+    runs.wait(after)
+    summaries, next_cursor = runs.view.list_runs(scope_id, status=status, operation=operation,
+                                                 cursor=cursor, limit=limit)
+    return DreamRunPage(runs=[DreamRunSummary.from_summary(s) for s in summaries],
+                        next_cursor=next_cursor)
+
+
 @router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"])
 def get_dream(scope_id: str, run_id: str, app: App, caller: As) -> DreamRunView:
     with acting_as(caller):
@@ -293,5 +315,9 @@ def get_dream(scope_id: str, run_id: str, app: App, caller: As) -> DreamRunView:
 # -- operations --------------------------------------------------------------------------------
 
 @ops.get("/healthz", tags=["ops"])
-def healthz(app: App) -> Health:
-    return Health(status="ok", store=app.store_kind, position=app.max_position())
+def healthz(request: Request, app: App) -> Health:
+    runs = request.app.state.runs
+    runs.raise_if_failed()
+    return Health(status="ok", store=app.store_kind, position=app.max_position(),
+                  projections={runs.name: ProjectionHealth(position=runs.position(),
+                                                           lag=runs.lag())})

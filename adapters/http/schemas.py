@@ -16,6 +16,7 @@ from domain.errors import DomainError
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.scope import Scope
 from domain.source import Source
+from projections.runs import RunSummary
 
 
 class Strict(BaseModel):
@@ -264,10 +265,16 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
+class ProjectionHealth(BaseModel):
+    position: int = Field(description="Last event position the read model applied.")
+    lag: int = Field(description="Events recorded but not yet applied.")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     store: str = Field(description="sqlite or postgres")
     position: int
+    projections: dict[str, ProjectionHealth]
 
 
 # -- dream runs --------------------------------------------------------------------------------
@@ -329,6 +336,22 @@ class DreamRunSummary(BaseModel):
     completed_at: datetime | None
     attempt_count: int
     reused: bool
+
+
+    @classmethod
+    def from_summary(cls, summary: RunSummary) -> DreamRunSummary:
+        candidate = None
+        if summary.candidate_id is not None and summary.candidate_version is not None:
+            candidate = CandidateRef(candidate_id=summary.candidate_id,
+                                     version=summary.candidate_version)
+        target = summary.target
+        return cls(scope_id=summary.scope_id, run_id=summary.run_id,
+                   operation=summary.operation, status=summary.status,  # type: ignore[arg-type]
+                   outcome=summary.outcome,  # type: ignore[arg-type]
+                   target=None if target is None else ArtifactRefBody(**target),
+                   candidate=candidate, error=summary.error, accepted_at=summary.accepted_at,
+                   started_at=summary.started_at, completed_at=summary.completed_at,
+                   attempt_count=summary.attempt_count, reused=summary.reused)
 
 
 class DreamRunView(DreamRunSummary):

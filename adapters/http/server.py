@@ -45,7 +45,7 @@ def serve(settings: Settings, host: str, port: int) -> None:
         print(f"Created the admin principal. Its token (shown once, also in {path}):\n{token}",
               flush=True)
     try:
-        uvicorn.run(create_app(dreaming), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(dreaming, settings), host=host, port=port, log_level="info")
     finally:
         dreaming.close()
 
