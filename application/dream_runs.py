@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from application.access import LOCAL_CALLER, Caller, acting_as
 from application.evidence_reader import StoreEvidenceReader
 from application.records import Records
 from application.write_model import Written, retry_on_write_conflict
@@ -17,15 +18,19 @@ from domain.access import CONTRIBUTE, READ
 from domain.budget import effective_budget
 from domain.dream_queue import DreamQueue
 from domain.dream_request import DERIVE_SKILL, DreamRequest
-from domain.dream_run import DreamRun
+from domain.dream_run import DreamRun, principal_key
 from domain.errors import (
+    AccessRevokedError,
     ArtifactConflictError,
     CapabilityUnavailableError,
     DreamNotFoundError,
+    ForbiddenError,
     IdempotencyConflictError,
+    PrincipalNotFoundError,
+    ScopeNotFoundError,
 )
-from domain.evidence import resolve
-from domain.identity import aggregate_id, dream_run_aggregate_id, sha256_hex
+from domain.evidence import EvidenceManifest, Resolution, resolve
+from domain.identity import aggregate_id, dream_run_aggregate_id
 
 PROMPT_VERSION = "artifact-dreaming.dream.v1"
 DEFAULT_MAX_PENDING = 32
@@ -35,10 +40,6 @@ DEFAULT_MAX_PENDING = 32
 class Admission:
     run: DreamRun
     replayed: bool
-
-
-def principal_key(principal: str) -> str:
-    return sha256_hex(principal)
 
 
 def dream_run_id(scope_id: str, key_of_principal: str, idempotency_key: str) -> str:
@@ -70,11 +71,51 @@ class DreamRuns(Records):
         queue = self._queue(scope.scope_id)
         queue.admit(run_id, request.operation,
                     scope.settings.get("dream_max_pending_per_scope", DEFAULT_MAX_PENDING))
-        run = DreamRun.accept(scope.scope_id, run_id, request.operation, key,
+        run = DreamRun.accept(scope.scope_id, run_id, request.operation, caller.name,
                               request.idempotency_key, request.to_dict(), request.digest,
                               budget, PROMPT_VERSION, self.clock())
         position = self.commit(run, queue, read=reader.read_set)
         return Written(Admission(run, replayed=False), position)
+
+    def resolve_run_evidence(self, run: DreamRun, attempt: int) -> Resolution:
+        """Resolve a running run's evidence with its requester's current rights.
+
+        The first resolution freezes the manifest on the run (``ManifestFrozen``); every later
+        attempt must reproduce it exactly, or fails ``evidence_unavailable``: a run never
+        switches to the latest evidence.
+        """
+        run.check_attempt(attempt)
+        scope = self._load_scope(run.scope_id)
+        requester = self.requester_of(run)
+        with acting_as(requester):
+            try:
+                self.check_permitted(scope, CONTRIBUTE)
+            except (ForbiddenError, ScopeNotFoundError) as refused:
+                raise AccessRevokedError("the requester may no longer contribute here",
+                                         principal=requester.name) from refused
+            reader = StoreEvidenceReader(self, scope, requester)
+            request = DreamRequest.from_dict(run.request, run.idempotency_key)
+            pinned = None if run.manifest is None else EvidenceManifest.from_dict(run.manifest)
+            resolution = resolve(reader, sources=request.sources, artifacts=request.artifacts,
+                                 memory_citations=request.memory_citations, budget=run.budget,
+                                 include_memory_text=request.operation != DERIVE_SKILL,
+                                 pinned=pinned)
+        if pinned is None:
+            manifest = resolution.manifest
+            run.freeze_manifest(attempt, manifest.to_dict(), manifest.digest)
+            self.commit(run, read=reader.read_set)
+        return resolution
+
+    def requester_of(self, run: DreamRun) -> Caller:
+        """Background work acts as the requester, never as a service identity."""
+        if not self.enforce_access:
+            return LOCAL_CALLER
+        try:
+            principal = self.get_principal(run.requester)
+        except PrincipalNotFoundError:
+            raise AccessRevokedError("the requester no longer exists",
+                                     principal=run.requester) from None
+        return Caller(principal.name, principal.admin)
 
     def get_dream(self, scope_id: str, run_id: str) -> DreamRun:
         self.scope_for(scope_id, READ)

@@ -22,7 +22,7 @@ from domain.errors import (
     ManifestFrozenError,
     RunTerminalError,
 )
-from domain.identity import check_scope_id, dream_run_aggregate_id
+from domain.identity import check_scope_id, dream_run_aggregate_id, sha256_hex
 
 QUEUED = "queued"
 RUNNING = "running"
@@ -36,6 +36,11 @@ OUTCOMES = (PROPOSED, NO_CHANGE, NEEDS_EVIDENCE)
 OPERATIONS = ("refine_experience", "derive_skill")
 
 
+def principal_key(principal: str) -> str:
+    """How a run records who asked without putting the name in keys and indexes."""
+    return sha256_hex(principal)
+
+
 def _add_known(total: int | None, value: int | None) -> int | None:
     """Unknown stays unknown: a sum with an unknown term is unknown, never zero."""
     return None if total is None or value is None else total + value
@@ -46,6 +51,7 @@ class DreamRun(Aggregate):
         scope_id: str
         run_id: str
         operation: str
+        requester: str
         principal_key: str
         idempotency_key: str
         request: dict[str, Any]
@@ -95,23 +101,27 @@ class DreamRun(Aggregate):
         return dream_run_aggregate_id(scope_id, run_id)
 
     @classmethod
-    def accept(cls, scope_id: str, run_id: str, operation: str, principal_key: str,
+    def accept(cls, scope_id: str, run_id: str, operation: str, requester: str,
                idempotency_key: str, request: Mapping[str, Any], request_digest: str,
                budget: Mapping[str, int], prompt_version: str, accepted_at: datetime) -> DreamRun:
+        """A queued run; ``requester`` is the principal whose rights the run always uses."""
         if operation not in OPERATIONS:
             raise InvalidRequestError(f"unknown operation {operation!r}", field="operation")
         return cls(scope_id=check_scope_id(scope_id), run_id=run_id, operation=operation,
-                   principal_key=principal_key, idempotency_key=idempotency_key,
+                   requester=requester, principal_key=principal_key(requester),
+                   idempotency_key=idempotency_key,
                    request=dict(request), request_digest=request_digest, budget=dict(budget),
                    prompt_version=prompt_version, accepted_at=accepted_at)
 
     @event(Accepted)
-    def __init__(self, scope_id: str, run_id: str, operation: str, principal_key: str,
-                 idempotency_key: str, request: dict[str, Any], request_digest: str,
-                 budget: dict[str, int], prompt_version: str, accepted_at: datetime) -> None:
+    def __init__(self, scope_id: str, run_id: str, operation: str, requester: str,
+                 principal_key: str, idempotency_key: str, request: dict[str, Any],
+                 request_digest: str, budget: dict[str, int], prompt_version: str,
+                 accepted_at: datetime) -> None:
         self.scope_id = scope_id
         self.run_id = run_id
         self.operation = operation
+        self.requester = requester
         self.principal_key = principal_key
         self.idempotency_key = idempotency_key
         self.request = dict(request)

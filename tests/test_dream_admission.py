@@ -10,8 +10,10 @@ import pytest
 
 from application.access import Caller, acting_as
 from application.dreaming import Dreaming
+from domain.access import Resource
 from domain.dream_queue import DreamQueue
 from domain.dream_request import DreamRequest
+from domain.dream_run import DreamRun
 from domain.errors import DomainError
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 
@@ -41,7 +43,7 @@ def citation(app: Dreaming, entry_id: str = "e1") -> MemoryCitation:
 
 
 def refine(key: str, **refs: object) -> DreamRequest:
-    return DreamRequest.create("refine_experience", key, **refs)  # type: ignore[arg-type]
+    return DreamRequest.create("refine_experience", key, **refs)
 
 
 def code_of(command: Callable[[], object]) -> str:
@@ -196,3 +198,54 @@ def test_projection_limits_are_checked_at_admission(world: Dreaming) -> None:
     assert code_of(lambda: world.request_dream(
         "s", refine("k", artifacts=[ArtifactRef("experience", "x", 1)]))) == (
         "evidence_limit_exceeded")
+
+
+def start(app: Dreaming, run_id: str, lease_seconds: float = 30) -> tuple[DreamRun, int]:
+    run = app.get_dream("s", run_id)
+    assert run.start_attempt(app.clock(), "offline-test", lease_seconds)
+    app.commit(run)
+    return run, run.attempt
+
+
+def test_first_attempt_freezes_the_manifest_and_later_ones_replay_it(world: Dreaming) -> None:
+    admitted = world.request_dream("s", refine("k", memory_citations=[citation(world)]))
+    run_id = admitted.value.run.run_id
+    run, attempt = start(world, run_id)
+    first = world.resolve_run_evidence(run, attempt)
+    frozen = world.get_dream("s", run_id)
+    assert frozen.manifest == first.manifest.to_dict()
+    assert type(world.history(frozen.id)[-1]).__qualname__ == "DreamRun.ManifestFrozen"
+    # The sibling entry was never read into the projection.
+    assert "UNSELECTED_SIBLING_SENTINEL" not in str(first.projection.to_dict())
+
+    # A retry resolves against the frozen manifest, and gets the same evidence.
+    frozen.requeue(attempt, "generation_failed")
+    world.commit(frozen)
+    run, attempt = start(world, run_id)
+    again = world.resolve_run_evidence(run, attempt)
+    assert again.manifest == first.manifest
+    assert again.projection.digest == first.projection.digest
+
+    # The Source behind the cited entry changes: the pinned run refuses to use the new world.
+    world.amend_source("s", "task", "t1", text="a different account of the task")
+    assert code_of(lambda: world.resolve_run_evidence(
+        world.get_dream("s", run_id), attempt)) == "evidence_unavailable"
+
+
+def test_a_run_uses_its_requesters_current_rights(world: Dreaming) -> None:
+    world.enforce_access = True
+    admin = Caller("admin", admin=True)
+    with acting_as(admin):
+        world.register_principal("carl")
+        world.grant_role("s", "carl", "contributor")
+    with acting_as(Caller("carl")):
+        admitted = world.request_dream("s", refine("k", memory_citations=[citation(world)]))
+    with acting_as(admin):
+        run, attempt = start(world, admitted.value.run.run_id)
+        # Carl loses read of the cited Memory before the run resolves its evidence.
+        world.revoke_read("s", "carl", Resource.artifact("memory", "m"))
+        assert code_of(lambda: world.resolve_run_evidence(run, attempt)) == (
+            "access_revoked")
+        world.revoke_role("s", "carl", "contributor")
+        assert code_of(lambda: world.resolve_run_evidence(run, attempt)) == (
+            "access_revoked")
