@@ -8,13 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adapters.client import DreamClient
+import httpx
+
+from adapters.client import ApiError, DreamClient
 from adapters.demo import default_scope_id, progress, render, run_demo
 from adapters.http.schemas import DreamRunView
 from adapters.persistence import open_dreaming
 from adapters.settings import Settings
 from application.access import LOCAL_CALLER, acting_as
-from domain.errors import PrincipalNotFoundError
+from domain.errors import DomainError, PrincipalNotFoundError
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -81,6 +83,8 @@ def _token_create(args: argparse.Namespace) -> int:
     app = open_dreaming(_settings(args))
     try:
         with acting_as(LOCAL_CALLER):
+            if args.scope:
+                app.get_scope(args.scope)  # refuse before writing anything
             try:
                 app.get_principal(args.principal)
             except PrincipalNotFoundError:
@@ -227,8 +231,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+    except (DomainError, ApiError) as error:
+        _print_error(error.code, error.message, error.details)
+        return 1
+    except httpx.TransportError as error:
+        _print_error("connection_failed", f"could not reach the API: {error}", {})
+        return 1
     return code
+
+
+def _print_error(code: str, message: str, details: dict[str, Any]) -> None:
+    """Errors go to stderr in the API's envelope, so scripts parse one shape everywhere."""
+    print(json.dumps({"error": {"code": code, "message": message, "details": details}},
+                     default=str), file=sys.stderr)
 
 
 if __name__ == "__main__":
