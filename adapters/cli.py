@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,30 @@ def _serve(args: argparse.Namespace) -> int:
     if args.access:
         settings = settings.model_copy(update={"access": args.access})
     serve(settings, args.host, args.port)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """Execute Dream runs until SIGTERM/SIGINT; the read models are hosted by `dream serve`."""
+    from adapters.projection_runtime import open_view  # noqa: PLC0415
+    from adapters.workers import worker_pool  # noqa: PLC0415
+    from projections.runs import RUNS  # noqa: PLC0415
+
+    settings = _settings(args)
+    if args.workers is not None:
+        settings = settings.model_copy(update={"workers": args.workers})
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    app, view = open_dreaming(settings), open_view(RUNS, settings)
+    try:
+        with worker_pool(app, settings, view.claimable):
+            print(f"dream worker: {settings.workers} concurrent generations", file=sys.stderr,
+                  flush=True)
+            stop.wait()
+    finally:
+        view.close()
+        app.close()
     return 0
 
 
@@ -165,10 +191,18 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database-url", help="postgresql:// URL (DREAM_DATABASE_URL)")
 
 
+Commands = Any  # argparse's private _SubParsersAction
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dream", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    for add in (_local_commands, _admin_commands, _client_commands):
+        add(commands)
+    return parser
 
+
+def _local_commands(commands: Commands) -> None:
     demo = commands.add_parser("demo", help="run the main job on the embedded store")
     demo.add_argument("--scope", help="scope id to create (default: a fresh demo-<time> id)")
     _store_options(demo)
@@ -182,10 +216,23 @@ def build_parser() -> argparse.ArgumentParser:
     _store_options(serve)
     serve.set_defaults(handler=_serve)
 
+    worker = commands.add_parser("worker", help="execute Dream runs (scaled mode)")
+    worker.add_argument("--workers", type=int, help="concurrent generations (DREAM_WORKERS)")
+    _store_options(worker)
+    worker.set_defaults(handler=_worker)
+
     openapi = commands.add_parser("openapi", help="print the OpenAPI schema")
     _store_options(openapi)
     openapi.set_defaults(handler=_openapi)
 
+    bench = commands.add_parser("bench", help="run a benchmark")
+    bench.add_argument("suite", choices=["core", "http", "dream"], help="which benchmark")
+    bench.add_argument("options", nargs=argparse.REMAINDER,
+                       help="passed to the suite, e.g. --quick, --json, --stores sqlite")
+    bench.set_defaults(handler=_bench)
+
+
+def _admin_commands(commands: Commands) -> None:
     admin = commands.add_parser("admin", help="administration").add_subparsers(
         dest="admin_command", required=True)
     token = admin.add_parser("token", help="bearer tokens").add_subparsers(
@@ -201,6 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     _store_options(create)
     create.set_defaults(handler=_token_create)
 
+
+def _client_commands(commands: Commands) -> None:
     run = commands.add_parser("run", help="request a Dream run over the API")
     _client_options(run)
     source = run.add_mutually_exclusive_group(required=True)
@@ -220,13 +269,6 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--cursor")
     listing.add_argument("--limit", type=int)
     listing.set_defaults(handler=_dream_list)
-
-    bench = commands.add_parser("bench", help="run a benchmark")
-    bench.add_argument("suite", choices=["core", "http"], help="which benchmark")
-    bench.add_argument("options", nargs=argparse.REMAINDER,
-                       help="passed to the suite, e.g. --quick, --json, --stores sqlite")
-    bench.set_defaults(handler=_bench)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -26,11 +26,34 @@ class Settings(BaseSettings):
     token: str | None = Field(
         default=None, description="Bearer token for the client commands; default: the "
         "bootstrap token in <data dir>/admin-token when readable.")
+    workers: int = Field(default=2, ge=0, le=64, description=(
+        "max_concurrent_generations of this process: Dream runs executed at once by "
+        "`dream serve` (0: none, leave them to `dream worker`) or `dream worker`."))
+    lease_seconds: float = Field(default=60.0, ge=2.0, le=600.0, description=(
+        "How long a claimed attempt is held; a crashed worker's run is recovered after it."))
     sqlite_lock_timeout: int = Field(default=10, ge=1,
                                      description="Seconds a writer waits for the SQLite lock.")
     postgres_pool_size: int = Field(default=5, ge=1, le=100)
     postgres_lock_timeout: int = Field(default=10, ge=0,
                                        description="Seconds a writer waits for the insert lock.")
+    generator: Literal["offline", "openai"] = Field(
+        default="offline",
+        description="offline: the deterministic embedded generator; openai: an "
+        "OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, llama.cpp, ...).")
+    openai_base_url: str = Field(default="https://api.openai.com/v1",
+                                 description="Base URL of the OpenAI-compatible endpoint.")
+    openai_model: str | None = Field(default=None,
+                                     description="Model name; required when generator=openai.")
+    openai_api_key: SecretStr | None = Field(
+        default=None, description="API key for the endpoint; never part of the config id.")
+    openai_timeout_seconds: float = Field(
+        default=30.0, gt=0, le=600,
+        description="Per-call timeout; a call uses min(this, the run's remaining budget).")
+    openai_max_output_tokens: int = Field(
+        default=4096, ge=1, description="Per-call output cap; a call uses min(this, budget).")
+    openai_max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = Field(
+        default="max_tokens", description="Request field that carries the output cap "
+        "(max_completion_tokens for OpenAI reasoning models).")
 
     @property
     def uses_postgres(self) -> bool:

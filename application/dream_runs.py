@@ -56,7 +56,7 @@ class DreamRuns(Records):
         caller = self.caller()
         key = principal_key(caller.name)
         run_id = dream_run_id(scope.scope_id, key, request.idempotency_key)
-        existing = self._existing_run(scope.scope_id, run_id)
+        existing = self.existing_run(scope.scope_id, run_id)
         if existing is not None:
             return Written(Admission(self._replay(existing, request), replayed=True), None)
         self.scope_for(scope_id, CONTRIBUTE)
@@ -68,7 +68,7 @@ class DreamRuns(Records):
         resolve(reader, sources=request.sources, artifacts=request.artifacts,
                 memory_citations=request.memory_citations, budget=budget,
                 include_memory_text=request.operation != DERIVE_SKILL)
-        queue = self._queue(scope.scope_id)
+        queue = self.queue_of(scope.scope_id)
         queue.admit(run_id, request.operation,
                     scope.settings.get("dream_max_pending_per_scope", DEFAULT_MAX_PENDING))
         run = DreamRun.accept(scope.scope_id, run_id, request.operation, caller.name,
@@ -85,6 +85,15 @@ class DreamRuns(Records):
         switches to the latest evidence.
         """
         run.check_attempt(attempt)
+        resolution, reader = self.pinned_evidence(run)
+        if run.manifest is None:
+            manifest = resolution.manifest
+            run.freeze_manifest(attempt, manifest.to_dict(), manifest.digest)
+            self.commit(run, read=reader.read_set)
+        return resolution
+
+    def pinned_evidence(self, run: DreamRun) -> tuple[Resolution, StoreEvidenceReader]:
+        """The run's evidence now, against its frozen manifest if it has one; and what was read."""
         scope = self._load_scope(run.scope_id)
         requester = self.requester_of(run)
         with acting_as(requester):
@@ -100,11 +109,8 @@ class DreamRuns(Records):
                                  memory_citations=request.memory_citations, budget=run.budget,
                                  include_memory_text=request.operation != DERIVE_SKILL,
                                  pinned=pinned)
-        if pinned is None:
-            manifest = resolution.manifest
-            run.freeze_manifest(attempt, manifest.to_dict(), manifest.digest)
-            self.commit(run, read=reader.read_set)
-        return resolution
+            self._check_target(request, reader)
+        return resolution, reader
 
     def requester_of(self, run: DreamRun) -> Caller:
         """Background work acts as the requester, never as a service identity."""
@@ -119,12 +125,12 @@ class DreamRuns(Records):
 
     def get_dream(self, scope_id: str, run_id: str) -> DreamRun:
         self.scope_for(scope_id, READ)
-        run = self._existing_run(scope_id, run_id)
+        run = self.existing_run(scope_id, run_id)
         if run is None:
             raise DreamNotFoundError(f"no run {run_id!r} in scope {scope_id!r}", run_id=run_id)
         return run
 
-    def _existing_run(self, scope_id: str, run_id: str) -> DreamRun | None:
+    def existing_run(self, scope_id: str, run_id: str) -> DreamRun | None:
         aggregate_id_ = dream_run_aggregate_id(scope_id, run_id)
         if not self.exists(aggregate_id_):
             return None
@@ -148,7 +154,7 @@ class DreamRuns(Records):
                 "the target is no longer the head revision", field="target",
                 expected=request.target.to_dict(), current=artifact.head_ref.to_dict())
 
-    def _queue(self, scope_id: str) -> DreamQueue:
+    def queue_of(self, scope_id: str) -> DreamQueue:
         queue_id = DreamQueue.create_id(scope_id)
         if self.exists(queue_id):
             queue: DreamQueue = self.repository.get(queue_id)

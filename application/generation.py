@@ -51,6 +51,17 @@ class GenerationOutputError(Exception):
         self.usage = usage
 
 
+class GenerationFailedError(Exception):
+    """The provider refused the request for good (a 4xx other than 408/429).
+
+    Maps to the run error ``generation_failed``: not transient, not the model's output.
+    """
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
 class Generator(Protocol):
     @property
     def config_id(self) -> str:
@@ -58,3 +69,16 @@ class Generator(Protocol):
         ...
 
     def generate(self, request: GenerationInput) -> GenerationResult: ...
+
+
+class GeneratorLookup(Protocol):
+    """The registry of model configurations by id (spec §4 item 7)."""
+
+    @property
+    def current(self) -> Generator:
+        """The configuration a run pins at its first attempt."""
+        ...
+
+    def get(self, config_id: str) -> Generator:
+        """The pinned configuration; raises ``capability_unavailable`` when it is gone."""
+        ...

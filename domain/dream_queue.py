@@ -6,11 +6,13 @@ count can never drift from the runs themselves.
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.errors import CapacityExceededError
+from domain.errors import CapacityExceededError, ScopeBusyError
 from domain.identity import aggregate_id, check_scope_id
 
 
@@ -21,6 +23,14 @@ class DreamQueue(Aggregate):
     class RunAdmitted(Aggregate.Event):
         run_id: str
         operation: str
+
+    class RunStarted(Aggregate.Event):
+        run_id: str
+        operation: str
+        lease_expires_at: datetime
+
+    class RunRequeued(Aggregate.Event):
+        run_id: str
 
     class RunFinished(Aggregate.Event):
         run_id: str
@@ -37,6 +47,8 @@ class DreamQueue(Aggregate):
     def __init__(self, scope_id: str) -> None:
         self.scope_id = scope_id
         self.pending: dict[str, str] = {}  # run id -> operation, in admission order
+        # operation -> {"run_id", "lease_expires_at"}: plain values so snapshots round-trip
+        self.running: dict[str, dict[str, Any]] = {}
 
     def admit(self, run_id: str, operation: str, max_pending: int) -> None:
         if len(self.pending) >= max_pending:
@@ -49,6 +61,32 @@ class DreamQueue(Aggregate):
     def _run_admitted(self, run_id: str, operation: str) -> None:
         self.pending[run_id] = operation
 
+    def start(self, run_id: str, now: datetime, lease_expires_at: datetime) -> None:
+        """Single flight per scope and operation: one running run, unless its lease expired."""
+        operation = self.pending[run_id]
+        holder = self.running.get(operation)
+        if holder is not None and holder["run_id"] != run_id and now < holder["lease_expires_at"]:
+            raise ScopeBusyError(f"run {holder['run_id']} is already running {operation} here",
+                                 run_id=holder["run_id"], operation=operation)
+        self._run_started(run_id=run_id, operation=operation,
+                          lease_expires_at=lease_expires_at)
+
+    @event(RunStarted)
+    def _run_started(self, run_id: str, operation: str, lease_expires_at: datetime) -> None:
+        self.running[operation] = {"run_id": run_id, "lease_expires_at": lease_expires_at}
+
+    def requeue(self, run_id: str) -> None:
+        self._run_requeued(run_id=run_id)
+
+    @event(RunRequeued)
+    def _run_requeued(self, run_id: str) -> None:
+        self._release(run_id)
+
+    def _release(self, run_id: str) -> None:
+        operation = self.pending.get(run_id)
+        if operation is not None and self.running.get(operation, {}).get("run_id") == run_id:
+            del self.running[operation]
+
     def finish(self, run_id: str) -> bool:
         """Forget a run that reached a terminal state; ``False`` if it was not pending."""
         if run_id not in self.pending:
@@ -58,4 +96,5 @@ class DreamQueue(Aggregate):
 
     @event(RunFinished)
     def _run_finished(self, run_id: str) -> None:
+        self._release(run_id)
         del self.pending[run_id]

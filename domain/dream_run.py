@@ -244,7 +244,9 @@ class DreamRun(Aggregate):
         self.check_attempt(attempt)
         if requests < 0 or any(n is not None and n < 0 for n in (input_tokens, output_tokens)):
             raise InvalidRequestError("usage counts cannot be negative", field="usage")
-        first = not self.usage_reported
+        # Only the first call's report is taken as is: a call that never reported (it timed
+        # out) makes every total unknown from then on.
+        first = not self.usage_reported and self.model_calls <= 1
         self._usage_recorded(
             attempt=attempt, model_calls=self.model_calls + max(0, requests - 1),
             input_tokens=input_tokens if first else _add_known(self.input_tokens, input_tokens),

@@ -203,6 +203,12 @@ class IdempotencyConflictError(DomainError):
     code = "idempotency_conflict"
 
 
+class ScopeBusyError(DomainError):
+    """Single flight: another run of this operation is already running in the scope."""
+
+    code = "scope_busy"
+
+
 class CapacityExceededError(DomainError):
     code = "capacity_exceeded"
 

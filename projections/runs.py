@@ -69,8 +69,10 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("reused", "bool", "NOT NULL"),
     ("principal_key", "text", "NOT NULL"),
     ("position", "int", "NOT NULL"),
+    ("lease_expires_at", "int", ""),
 )
-SUMMARY_COLUMNS = tuple(name for name, _, _ in COLUMNS if name != "aggregate_id")
+SUMMARY_COLUMNS = tuple(name for name, _, _ in COLUMNS
+                        if name not in ("aggregate_id", "lease_expires_at"))
 KEYSET = "accepted_at DESC, run_id DESC"
 
 
@@ -210,6 +212,9 @@ class RunsView(ProjectionView, ABC):
             f"ON {table} (scope_id, status, {KEYSET})",
             f"CREATE INDEX IF NOT EXISTS {self.index('operation')} "
             f"ON {table} (scope_id, operation, {KEYSET})",
+            # The workers' inbox: unfinished runs, oldest first within each scope.
+            f"CREATE INDEX IF NOT EXISTS {self.index('inbox')} "
+            f"ON {table} (status, scope_id, operation, accepted_at, run_id)",
         ]
 
     # -- commands -------------------------------------------------------------------------------
@@ -224,7 +229,7 @@ class RunsView(ProjectionView, ABC):
             "accepted_at": to_micros(run.accepted_at), "started_at": None,
             "completed_at": None, "attempt_count": 0, "model_config_id": None,
             "reused": False, "principal_key": run.principal_key,
-            "position": tracking.notification_id,
+            "position": tracking.notification_id, "lease_expires_at": None,
         }
         names = ", ".join(values)
         params = ", ".join(self.dialect.param(name) for name in values)
@@ -232,12 +237,15 @@ class RunsView(ProjectionView, ABC):
             cursor.execute(f"INSERT INTO {self.table()} ({names}) VALUES ({params})", values)
 
     def run_started(self, aggregate_id: UUID, attempt_count: int, started_at: datetime,
-                    model_config_id: str, tracking: Tracking) -> None:
+                    model_config_id: str, tracking: Tracking,
+                    lease_expires_at: datetime | None = None) -> None:
         self._change(aggregate_id, tracking, status=RUNNING, attempt_count=attempt_count,
-                     started_at=to_micros(started_at), model_config_id=model_config_id)
+                     started_at=to_micros(started_at), model_config_id=model_config_id,
+                     lease_expires_at=None if lease_expires_at is None
+                     else to_micros(lease_expires_at))
 
     def run_requeued(self, aggregate_id: UUID, tracking: Tracking) -> None:
-        self._change(aggregate_id, tracking, status=QUEUED)
+        self._change(aggregate_id, tracking, status=QUEUED, lease_expires_at=None)
 
     def run_succeeded(self, aggregate_id: UUID, outcome: str,
                       candidate: Mapping[str, Any] | None, reused: bool,
@@ -245,12 +253,13 @@ class RunsView(ProjectionView, ABC):
         self._change(aggregate_id, tracking, status=SUCCEEDED, outcome=outcome,
                      candidate_id=None if candidate is None else candidate["candidate_id"],
                      candidate_version=None if candidate is None else candidate["version"],
-                     reused=reused, completed_at=to_micros(completed_at))
+                     reused=reused, completed_at=to_micros(completed_at),
+                     lease_expires_at=None)
 
     def run_failed(self, aggregate_id: UUID, error: str, completed_at: datetime,
                    tracking: Tracking) -> None:
         self._change(aggregate_id, tracking, status=FAILED, error=error,
-                     completed_at=to_micros(completed_at))
+                     completed_at=to_micros(completed_at), lease_expires_at=None)
 
     def _change(self, aggregate_id: UUID, tracking: Tracking, **columns: object) -> None:
         values = {**columns, "position": tracking.notification_id}
@@ -298,6 +307,22 @@ class RunsView(ProjectionView, ABC):
         rows = self._select(f"SELECT COUNT(*) AS n FROM {self.table()}{where}",
                             {"scope_id": scope_id})
         return int(rows[0]["n"])
+
+    def claimable(self, now: datetime, limit: int = 64) -> list[RunSummary]:
+        """The oldest claimable run of each (scope, operation), oldest first.
+
+        Claimable: queued, or running with an expired lease (a crashed worker's run). One run
+        per scope and operation is what makes scheduling fair: a scope with a thousand queued
+        runs offers one, like every other scope.
+        """
+        p = self.dialect.param
+        columns = ", ".join(SUMMARY_COLUMNS)
+        return [_summary(row) for row in self._select(
+            f"SELECT {columns} FROM (SELECT {columns}, ROW_NUMBER() OVER (PARTITION BY "
+            f"scope_id, operation ORDER BY accepted_at, run_id) AS turn FROM {self.table()} "
+            f"WHERE status = '{QUEUED}' OR (status = '{RUNNING}' AND lease_expires_at < "
+            f"{p('now')})) AS inbox WHERE turn = 1 ORDER BY accepted_at, run_id "
+            f"LIMIT {p('limit')}", {"now": to_micros(now), "limit": limit})]
 
     def _page_sql(self, *, status: bool, operation: bool, after: bool) -> str:
         p = self.dialect.param
@@ -365,7 +390,8 @@ class RunsProjection(Projection[RunsView]):
     @process_event.register
     def _started(self, domain_event: DreamRun.AttemptStarted, tracking: Tracking) -> None:
         self.view.run_started(domain_event.originator_id, domain_event.attempt,
-                              domain_event.started_at, domain_event.model_config_id, tracking)
+                              domain_event.started_at, domain_event.model_config_id, tracking,
+                              domain_event.lease_expires_at)
 
     @process_event.register
     def _requeued(self, domain_event: DreamRun.Requeued, tracking: Tracking) -> None:

@@ -58,11 +58,12 @@ def fresh_postgres_url(server: PostgresServer | str) -> str:
 @pytest.fixture(params=STORES)
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     """Settings for a fresh, empty store of the parametrised kind."""
-    # Core tests act as the single local principal; access tests enforce explicitly.
+    # Core tests act as the single local principal; access tests enforce explicitly. Runs are
+    # executed only where a test starts workers itself.
     if request.param == "sqlite":
-        return Settings(data_dir=tmp_path / "data", access="disabled")
+        return Settings(data_dir=tmp_path / "data", access="disabled", workers=0)
     server = request.getfixturevalue("postgres_server")
-    return Settings(data_dir=tmp_path / "data", access="disabled",
+    return Settings(data_dir=tmp_path / "data", access="disabled", workers=0,
                     database_url=fresh_postgres_url(server))
 
 

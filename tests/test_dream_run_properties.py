@@ -243,7 +243,7 @@ class DreamRunMachine(RuleBasedStateMachine):
         model = self.model
 
         def merged(total: int | None, value: int | None) -> int | None:
-            if not model["usage_reported"]:
+            if not model["usage_reported"] and model["model_calls"] <= 1:
                 return value
             return None if total is None or value is None else total + value
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from importlib.metadata import version
 
 from fastapi import FastAPI
@@ -13,6 +13,7 @@ from adapters.http.limits import MAX_BODY_BYTES, BodyLimit
 from adapters.http.routes import ops, router
 from adapters.projection_runtime import start_projection
 from adapters.settings import Settings
+from adapters.workers import worker_pool
 from application.dreaming import Dreaming
 from projections.runs import RUNS
 
@@ -28,8 +29,12 @@ def create_app(dreaming: Dreaming, settings: Settings,
 
     @asynccontextmanager
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
-        with start_projection(RUNS, settings) as runs:
+        with start_projection(RUNS, settings) as runs, ExitStack() as stack:
             api.state.runs = runs
+            api.state.workers = None
+            if settings.workers:
+                api.state.workers = stack.enter_context(
+                    worker_pool(dreaming, settings, runs.view.claimable))
             yield
 
     api = FastAPI(title="Artifact Dreaming", version=version("artifact-dreaming"),

@@ -38,7 +38,7 @@ from application.access import LOCAL_CALLER, Caller, acting_as
 from application.dreaming import Dreaming, EntryWritten
 from application.write_model import Written
 from domain.access import Resource
-from domain.errors import UnauthorizedError
+from domain.errors import InvalidRequestError, UnauthorizedError
 from domain.refs import MEMORY, ArtifactRef, MemoryCitation
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -275,12 +275,15 @@ def get_memory(scope_id: str, memory_id: str, app: App, caller: As) -> RevisionV
     200: {"model": DreamRunView, "description": "Replay of a run that already finished"},
     429: {"model": ErrorResponse, "description": "Too many unfinished runs in the scope"},
     503: {"model": ErrorResponse, "description": "Dream runs are unavailable"}})
-def request_dream(scope_id: str, body: CreateDreamRun, app: App, caller: As,
-                  response: Response) -> DreamRunView:
+def request_dream(scope_id: str, body: CreateDreamRun, request: Request, app: App,
+                  caller: As, response: Response) -> DreamRunView:
     """Admit a run (202 with Location), or replay the run this idempotency key names."""
     with acting_as(caller):
         written = app.request_dream(scope_id, body.to_domain())
     run = written.value.run
+    workers = getattr(request.app.state, "workers", None)
+    if workers is not None and not run.terminal:
+        workers.wake()
     if run.terminal:
         response.status_code = 200
     response.headers["Location"] = f"/v1/scopes/{quote(run.scope_id)}/dream/{run.run_id}"
@@ -298,6 +301,9 @@ def list_dreams(scope_id: str, request: Request, app: App, caller: As,
     """Run summaries, newest first (keyset pagination with an opaque cursor)."""
     with acting_as(caller):
         app.get_scope(scope_id)
+    if after is not None and not 0 <= after <= app.max_position():
+        raise InvalidRequestError("after must be a position this server has recorded",
+                                  field="after", head=app.max_position())
     runs = request.app.state.runs
     runs.wait(after)
     summaries, next_cursor = runs.view.list_runs(scope_id, status=status, operation=operation,

@@ -1,0 +1,1 @@
+"""Generator adapters: the deterministic offline generator and an OpenAI-compatible client."""

@@ -1,0 +1,250 @@
+"""Executing Dream runs: claim an attempt, resolve pinned evidence, call the model outside every
+transaction, validate, and commit the outcome and its Candidate together.
+
+Per-run values (run, attempt, requester, deadline) travel as arguments in an ``Attempt``; nothing
+about a run is kept on the executor, so one executor serves any number of concurrent runs.
+Every write names its attempt: a worker whose attempt was superseded is refused by the run
+(``attempt_conflict``) and by the store (the run's version moved), and stops silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from eventsourcing.domain import Aggregate
+
+from application.dreaming import Dreaming
+from application.generation import (
+    GenerationFailedError,
+    GenerationInput,
+    GenerationOutputError,
+    GenerationResult,
+    Generator,
+    GeneratorLookup,
+    TransientGenerationError,
+)
+from domain.candidate import Candidate
+from domain.dream_plan import DreamPlan, parse_plan
+from domain.dream_request import DERIVE_SKILL
+from domain.dream_run import NEEDS_EVIDENCE, NO_CHANGE, PROPOSED, DreamRun
+from domain.errors import (
+    AttemptConflictError,
+    BudgetExceededError,
+    DomainError,
+    InvalidGenerationOutputError,
+    RunTerminalError,
+    ScopeBusyError,
+    WriteConflictError,
+)
+from domain.evidence import NeedsEvidence, Resolution, evidence_id, select_evidence
+from domain.refs import EXPERIENCE, SKILL, ArtifactRef, Lineage
+
+log = logging.getLogger("dream.execution")
+
+DEFAULT_LEASE_SECONDS = 60.0
+# A run records "evidence_unavailable" when evidence it was admitted with has since gone away
+# (anchor §6.5), and "invalid_generation_output" when the plan cannot form a valid Candidate.
+_RECORDED_AS = {"reference_not_found": "evidence_unavailable",
+                "invalid_memory_citation": "evidence_unavailable",
+                "invalid_candidate": "invalid_generation_output"}
+# A live attempt's model call ends this long before its lease, so no one takes it over.
+LEASE_SAFETY_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One claimed attempt of one run: everything an execution needs, passed along."""
+
+    run: DreamRun
+    number: int
+
+    @property
+    def deadline(self) -> datetime:
+        assert self.run.deadline_at is not None
+        return self.run.deadline_at
+
+
+class CandidateId:
+    """Dream Candidates have a deterministic id, so a run has at most one."""
+
+    @staticmethod
+    def of(run_id: str) -> str:
+        return f"cand_dream_{run_id}"
+
+
+class DreamExecutor:
+    def __init__(self, app: Dreaming, generators: GeneratorLookup,
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS,
+                 before_commit: Callable[[Attempt], None] | None = None) -> None:
+        self.app = app
+        self.generators = generators
+        self.lease_seconds = lease_seconds
+        # A test seam: an injected failure here must leave neither a Candidate nor a result.
+        self.before_commit = before_commit
+
+    # -- claiming ------------------------------------------------------------------------------
+
+    def claim(self, scope_id: str, run_id: str) -> Attempt | None:
+        """Start the next attempt, or ``None`` when the run is not ours to take now."""
+        app = self.app
+        run = app.existing_run(scope_id, run_id)
+        now = app.clock()
+        if run is None or run.terminal or not run.claimable(now):
+            return None
+        queue = app.queue_of(scope_id)
+        try:
+            started = run.start_attempt(now, self.generators.current.config_id,
+                                        self.lease_seconds)
+            if started:
+                assert run.lease_expires_at is not None
+                queue.start(run_id, now, run.lease_expires_at)
+            else:
+                queue.finish(run_id)  # out of attempts or time: failed budget_exceeded
+            app.commit(run, queue)
+        except (ScopeBusyError, WriteConflictError, AttemptConflictError):
+            return None
+        return Attempt(run, run.attempt) if started else None
+
+    # -- executing -----------------------------------------------------------------------------
+
+    def execute(self, attempt: Attempt) -> DreamRun | None:
+        """Run one claimed attempt to a terminal state or a requeue; ``None`` if superseded."""
+        try:
+            self._attempt(attempt)
+        except (AttemptConflictError, RunTerminalError, WriteConflictError):
+            log.info("attempt %s of %s was superseded", attempt.number, attempt.run.run_id)
+            return None
+        except TransientGenerationError as error:
+            self._retry_or_fail(attempt, "generation_failed", str(error))
+        except (GenerationOutputError, InvalidGenerationOutputError) as error:
+            self._fail(attempt, "invalid_generation_output", str(error))
+        except GenerationFailedError as error:
+            self._fail(attempt, "generation_failed", str(error))
+        except DomainError as error:
+            self._fail(attempt, _RECORDED_AS.get(error.code, error.code), error.message)
+        except Exception as error:
+            log.exception("run %s failed unexpectedly", attempt.run.run_id)
+            self._fail(attempt, "generation_failed", type(error).__name__)
+        return self.app.existing_run(attempt.run.scope_id, attempt.run.run_id)
+
+    def _attempt(self, attempt: Attempt) -> None:
+        run, number = attempt.run, attempt.number
+        generator = self._pinned_generator(run)
+        resolution = self.app.resolve_run_evidence(run, number)
+        run.count_model_call(number)  # counted before the call: an unconfirmed call counts
+        self.app.commit(run)
+        result = generator.generate(self._input(attempt, resolution))
+        self._record_usage(attempt, result)
+        plan = parse_plan(result.plan, operation=run.operation,
+                          has_target=run.request.get("target") is not None)
+        self._finish(attempt, plan, resolution)
+
+    def _pinned_generator(self, run: DreamRun) -> Generator:
+        """A run keeps the model configuration it started on while it is registered."""
+        assert run.model_config_id is not None
+        return self.generators.get(run.model_config_id)
+
+    def _input(self, attempt: Attempt, resolution: Resolution) -> GenerationInput:
+        run = attempt.run
+        remaining = (attempt.deadline - self.app.clock()).total_seconds()
+        if remaining <= 0:
+            raise BudgetExceededError("the run's deadline passed before the model call")
+        timeout = min(remaining, max(1.0, self.lease_seconds - LEASE_SAFETY_SECONDS))
+        target = run.request.get("target")
+        return GenerationInput(
+            run_id=run.run_id, scope_id=run.scope_id, operation=run.operation,
+            target_evidence_id=None if target is None
+            else evidence_id(ArtifactRef.from_dict(target)),
+            projection=resolution.projection,
+            max_output_tokens=run.budget["max_output_tokens"], timeout_seconds=timeout)
+
+    def _record_usage(self, attempt: Attempt, result: GenerationResult) -> None:
+        run, usage = attempt.run, result.usage
+        run.record_usage(attempt.number, usage.requests, usage.input_tokens, usage.output_tokens)
+        self.app.commit(run)
+        over_tokens = (usage.output_tokens or 0) > run.budget["max_output_tokens"]
+        if usage.requests > 1 or over_tokens:
+            raise BudgetExceededError("the provider exceeded the run's budget",
+                                      requests=usage.requests,
+                                      output_tokens=usage.output_tokens)
+
+    # -- outcomes ------------------------------------------------------------------------------
+
+    def _finish(self, attempt: Attempt, plan: DreamPlan, resolution: Resolution) -> None:
+        if plan.outcome in (NO_CHANGE, NEEDS_EVIDENCE):
+            self._succeed(attempt, plan.outcome, plan.reason)
+            return
+        family = SKILL if attempt.run.operation == DERIVE_SKILL else EXPERIENCE
+        target_dict = attempt.run.request.get("target")
+        target = None if target_dict is None else ArtifactRef.from_dict(target_dict)
+        selection = select_evidence(resolution.manifest, plan.evidence_ids, family=family,
+                                    target=target)
+        if isinstance(selection, NeedsEvidence):
+            self._succeed(attempt, NEEDS_EVIDENCE, selection.reason)
+            return
+        self._propose(attempt, plan, family, target, selection)
+
+    def _propose(self, attempt: Attempt, plan: DreamPlan, family: str,
+                 target: ArtifactRef | None, lineage: Lineage) -> None:
+        """The run's success and its Candidate are one save, checked against everything read."""
+        run, app = attempt.run, self.app
+        _, reader = app.pinned_evidence(run)  # re-validate with current rights and state
+        assert plan.proposal is not None
+        candidate = Candidate.propose(run.scope_id, CandidateId.of(run.run_id), family, target,
+                                      plan.proposal, lineage, plan.reason,
+                                      proposer=run.requester, run_id=run.run_id)
+        run.succeed(attempt.number, PROPOSED, plan.reason,
+                    {"candidate_id": candidate.candidate_id, "version": 1}, app.clock())
+        queue = app.queue_of(run.scope_id)
+        queue.finish(run.run_id)
+        if self.before_commit is not None:
+            self.before_commit(attempt)
+        app.commit(run, candidate, queue, read=reader.read_set)
+
+    def _succeed(self, attempt: Attempt, outcome: str, reason: str) -> None:
+        run = attempt.run
+        run.succeed(attempt.number, outcome, reason, None, self.app.clock())
+        self._commit_terminal(run)
+
+    def _fail(self, attempt: Attempt, code: str, why: str) -> None:
+        run = self._current(attempt)
+        if run is None:
+            return
+        log.info("run %s failed %s: %s", run.run_id, code, why)
+        run.fail(attempt.number, code, self.app.clock())
+        self._commit_terminal(run)
+
+    def _retry_or_fail(self, attempt: Attempt, code: str, why: str) -> None:
+        """A transient failure gets one more attempt if calls and time are left."""
+        run = self._current(attempt)
+        if run is None:
+            return
+        now = self.app.clock()
+        if run.attempt < run.budget["max_model_calls"] and now < attempt.deadline:
+            run.requeue(attempt.number, code)
+            queue = self.app.queue_of(run.scope_id)
+            queue.requeue(run.run_id)
+            self._commit_quietly(run, queue)
+            return
+        self._fail(attempt, code, why)
+
+    def _commit_terminal(self, run: DreamRun) -> None:
+        queue = self.app.queue_of(run.scope_id)
+        queue.finish(run.run_id)
+        self._commit_quietly(run, queue)
+
+    def _commit_quietly(self, *aggregates: Aggregate) -> None:
+        try:
+            self.app.commit(*aggregates)
+        except WriteConflictError:
+            log.info("a newer attempt already wrote; this one stops")
+
+    def _current(self, attempt: Attempt) -> DreamRun | None:
+        """The run as stored, if this attempt is still the current one."""
+        run = self.app.existing_run(attempt.run.scope_id, attempt.run.run_id)
+        if run is None or run.terminal or run.attempt != attempt.number or run.status != "running":
+            return None
+        return run
