@@ -1,4 +1,9 @@
-"""The embedded demo: a scope's Sources and Memory, shown exactly as the event store holds them."""
+"""The embedded demo: Sources and Memory in, a reviewed-to-be Experience out, all from events.
+
+The main job end to end on the embedded store with the offline generator: record task
+Sources and Memory entries, dream over them, and show the Candidate with its exact evidence,
+plus a run that honestly answers ``needs_evidence``.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.generators.factory import GeneratorRegistry
+from adapters.generators.offline import OfflineGenerator
 from application.dreaming import Dreaming
+from application.execution import DreamExecutor
 from domain.artifact import Artifact
-from domain.refs import Lineage, SourceRef
+from domain.candidate import Candidate
+from domain.dream_request import DreamRequest
+from domain.dream_run import DreamRun
+from domain.refs import Lineage, MemoryCitation, SourceRef
 
 TASKS = {
     "deploy-42": ("Deploy failed: the image tag 'latest' moved between build and rollout. "
@@ -22,7 +33,7 @@ TASKS = {
 
 
 def run_demo(app: Dreaming, scope_id: str, say: Callable[[str], None]) -> dict[str, Any]:
-    steps = 6
+    steps = 8
     say(f"[1/{steps}] Creating scope {scope_id}")
     app.create_scope(scope_id)
 
@@ -61,7 +72,19 @@ def run_demo(app: Dreaming, scope_id: str, say: Callable[[str], None]) -> dict[s
         lineage=Lineage(sources=(SourceRef("task", "deploy-42"),)),
     )
 
-    say(f"[6/{steps}] Reading back the manifest, an exact old entry version and the history")
+    say(f"[6/{steps}] Dreaming: refine_experience over a task record and a preference")
+    memory = app.get_artifact(scope_id, "memory", "team-notes")
+    executor = DreamExecutor(app, GeneratorRegistry(OfflineGenerator()))
+    proposed = _dream(app, executor, scope_id, "demo-refine",
+                      [_cite(memory, entry) for entry in
+                       ("pin-images", "short-answers")])
+
+    say(f"[7/{steps}] Dreaming over a task record that no Source supports")
+    unsupported = app.add_entry(scope_id, "team-notes", "nightly-retry", "task_record",
+                                "Retried the nightly job; it passed.").value.citation
+    needs_evidence = _dream(app, executor, scope_id, "demo-unsupported", [unsupported])
+
+    say(f"[8/{steps}] Reading back the manifest, an exact old entry version and the history")
     memory = app.get_artifact(scope_id, "memory", "team-notes")
     experience = app.get_artifact(scope_id, "experience", "pin-by-digest")
     return {
@@ -74,11 +97,49 @@ def run_demo(app: Dreaming, scope_id: str, say: Callable[[str], None]) -> dict[s
         },
         "experience": {"ref": experience.head_ref.to_dict(),
                        "lineage": experience.revision(1).lineage.to_dict()},
+        "dreams": [_run_report(app, proposed), _run_report(app, needs_evidence)],
         "history": {
             "memory": _history(app, memory),
             "experience": _history(app, experience),
         },
     }
+
+
+def _cite(memory: Artifact, entry_id: str) -> MemoryCitation:
+    return MemoryCitation(memory.head_ref, entry_id,
+                          memory.manifest()[entry_id].entry_version_id)
+
+
+def _dream(app: Dreaming, executor: DreamExecutor, scope_id: str, key: str,
+           citations: list[MemoryCitation]) -> DreamRun:
+    """Admit a run and execute it here, as a worker would."""
+    request = DreamRequest.create("refine_experience", key, memory_citations=citations)
+    run = app.request_dream(scope_id, request).value.run
+    attempt = executor.claim(scope_id, run.run_id)
+    assert attempt is not None, "a fresh run is always claimable"
+    finished = executor.execute(attempt)
+    assert finished is not None
+    return finished
+
+
+def _run_report(app: Dreaming, run: DreamRun) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "run_id": run.run_id, "status": run.status, "outcome": run.outcome,
+        "error": run.error, "reason": run.reason, "model_config_id": run.model_config_id,
+        "usage": {"model_calls": run.model_calls, "input_tokens": run.input_tokens,
+                  "output_tokens": run.output_tokens},
+        "candidate": None,
+    }
+    if run.candidate is not None:
+        candidate: Candidate = app.repository.get(
+            Candidate.create_id(run.scope_id, run.candidate["candidate_id"]))
+        version = candidate.current
+        report["candidate"] = {
+            "candidate_id": candidate.candidate_id, "status": candidate.status,
+            "family": candidate.family, "proposal": version.proposal,
+            "evidence": version.lineage.to_dict(),
+        }
+    return report
 
 
 def _manifest(memory: Artifact) -> list[dict[str, Any]]:
@@ -108,6 +169,24 @@ def render(report: dict[str, Any], write: Callable[[str], None]) -> None:
     write("\nExperience lineage (the management write is a lineage_only Source):")
     for source in report["experience"]["lineage"]["sources"]:
         write(f"  source {source['source_type']}/{source['source_id']}")
+    for dream in report["dreams"]:
+        write(f"\nDream run {dream['run_id']}: {dream['status']} / {dream['outcome']} "
+              f"({dream['model_config_id']}, {dream['usage']['model_calls']} model call)")
+        write(f"  reason: {dream['reason']}")
+        candidate = dream["candidate"]
+        if candidate is None:
+            continue
+        write(f"  Candidate {candidate['candidate_id']} ({candidate['family']}, "
+              f"{candidate['status']}, awaiting review):")
+        for field in ("situation", "action", "outcome", "lesson"):
+            write(f"    {field:<9} {candidate['proposal'][field]}")
+        write("  exact evidence:")
+        for source in candidate["evidence"]["sources"]:
+            write(f"    source {source['source_type']}/{source['source_id']}")
+        for cited in candidate["evidence"]["memory_citations"]:
+            write(f"    memory {cited['memory_ref']['artifact_id']}@"
+                  f"{cited['memory_ref']['revision']} entry {cited['entry_id']} version "
+                  f"{cited['entry_version_id']}")
     for name, events in report["history"].items():
         write(f"\nEvent history of the {name}:")
         for event in events:

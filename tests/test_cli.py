@@ -20,13 +20,21 @@ def dream(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 def test_demo_prints_the_manifest_and_history(tmp_path: Path) -> None:
     shown = dream("demo", "--data-dir", str(tmp_path), "--scope", "demo-a")
     assert shown.returncode == 0, shown.stderr
-    assert "[6/6]" in shown.stderr  # progress on the terminal's error stream
+    assert "[8/8]" in shown.stderr  # progress on the terminal's error stream
     assert "Artifact.EntryDeactivated" in shown.stdout
+    assert "succeeded / proposed" in shown.stdout
+    assert "succeeded / needs_evidence" in shown.stdout
     report = json.loads(dream("demo", "--data-dir", str(tmp_path), "--scope", "demo-b",
                               "--json").stdout)
     statuses = {row["entry_id"]: row["status"] for row in report["manifest"]}
     assert statuses["latest-is-fine"] == "inactive"
     assert report["exact_first_version"]["text"].startswith("Pin container images")
+    proposed, unsupported = report["dreams"]
+    assert (proposed["outcome"], unsupported["outcome"]) == ("proposed", "needs_evidence")
+    assert proposed["candidate"]["status"] == "pending"
+    cited = [c["entry_id"] for c in proposed["candidate"]["evidence"]["memory_citations"]]
+    assert cited == ["pin-images"]  # the preference supports nothing and is not cited
+    assert unsupported["candidate"] is None
 
 
 def test_dream_run_show_and_list_over_the_api(live_api: LiveApi) -> None:
