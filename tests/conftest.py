@@ -26,6 +26,7 @@ from adapters.postgres_server import (
 )
 from adapters.settings import Settings
 from application.dreaming import Dreaming
+from tests.openai_fake import FakeOpenAI
 
 REQUIRE_POSTGRES = os.environ.get("DREAM_REQUIRE_POSTGRES") == "1"
 STORES = [pytest.param("sqlite", id="sqlite"),
@@ -125,3 +126,14 @@ def live_api(settings: Settings) -> Iterator[LiveApi]:
     with running_server(create_app(dreaming, enforced)) as base_url:
         yield LiveApi(base_url, token, dreaming)
     dreaming.close()
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    """A scripted OpenAI-compatible server on 127.0.0.1, released at teardown."""
+    fake = FakeOpenAI()
+    fake.thread.start()
+    yield fake
+    fake.released.set()
+    fake.server.shutdown()
+    fake.server.server_close()
