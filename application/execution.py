@@ -26,7 +26,7 @@ from application.generation import (
     GeneratorLookup,
     TransientGenerationError,
 )
-from domain.candidate import Candidate
+from domain.candidate import APPROVED, PENDING, Candidate
 from domain.dream_plan import DreamPlan, parse_plan
 from domain.dream_request import DERIVE_SKILL
 from domain.dream_run import NEEDS_EVIDENCE, NO_CHANGE, PROPOSED, DreamRun
@@ -40,6 +40,7 @@ from domain.errors import (
     WriteConflictError,
 )
 from domain.evidence import NeedsEvidence, Resolution, evidence_id, select_evidence
+from domain.proposal_record import ProposalRecord, proposal_fingerprint
 from domain.refs import EXPERIENCE, SKILL, ArtifactRef, Lineage
 
 log = logging.getLogger("dream.execution")
@@ -134,6 +135,8 @@ class DreamExecutor:
         run, number = attempt.run, attempt.number
         generator = self._pinned_generator(run)
         resolution = self.app.resolve_run_evidence(run, number)
+        if self._reuse_earlier_proposal(attempt):
+            return
         run.count_model_call(number)  # counted before the call: an unconfirmed call counts
         self.app.commit(run)
         result = generator.generate(self._input(attempt, resolution))
@@ -187,6 +190,40 @@ class DreamExecutor:
             return
         self._propose(attempt, plan, family, target, selection)
 
+    def _reuse_earlier_proposal(self, attempt: Attempt) -> bool:
+        """Answer from this principal's earlier Candidate over the same evidence, if unedited."""
+        run, app = attempt.run, self.app
+        _, record = self._proposal_record(run)
+        if record is None:  # never proposed over these inputs
+            return False
+        candidate: Candidate = app.repository.get(
+            Candidate.create_id(run.scope_id, record.candidate_id))
+        if candidate.candidate_version != 1 or candidate.status == APPROVED:
+            return False  # edited or approved: a fresh proposal is worth a model call
+        if candidate.status == PENDING:
+            run.succeed(attempt.number, PROPOSED, candidate.current.reason,
+                        {"candidate_id": candidate.candidate_id, "version": 1}, app.clock(),
+                        reused=True)
+        else:
+            run.succeed(attempt.number, NO_CHANGE,
+                        "An unchanged proposal over the same evidence was already rejected.",
+                        None, app.clock(), reused=True)
+        queue = app.queue_of(run.scope_id)
+        queue.finish(run.run_id)
+        app.commit(run, queue, read=[record, candidate])
+        return True
+
+    def _proposal_record(self, run: DreamRun) -> tuple[str, ProposalRecord | None]:
+        """This run's fingerprint, and the record its principal left for it, if any."""
+        assert run.manifest is not None
+        fingerprint = proposal_fingerprint(run.operation, run.request.get("target"),
+                                           run.manifest, run.prompt_version)
+        record_id = ProposalRecord.create_id(run.scope_id, run.principal_key, fingerprint)
+        if not self.app.exists(record_id):
+            return fingerprint, None
+        record: ProposalRecord = self.app.repository.get(record_id)
+        return fingerprint, record
+
     def _propose(self, attempt: Attempt, plan: DreamPlan, family: str,
                  target: ArtifactRef | None, lineage: Lineage) -> None:
         """The run's success and its Candidate are one save, checked against everything read."""
@@ -200,9 +237,14 @@ class DreamExecutor:
                     {"candidate_id": candidate.candidate_id, "version": 1}, app.clock())
         queue = app.queue_of(run.scope_id)
         queue.finish(run.run_id)
+        fingerprint, record = self._proposal_record(run)
+        if record is None:
+            record = ProposalRecord(scope_id=run.scope_id, principal_key=run.principal_key,
+                                    fingerprint=fingerprint, candidate_id=candidate.candidate_id)
+        record.replace(candidate.candidate_id)
         if self.before_commit is not None:
             self.before_commit(attempt)
-        app.commit(run, candidate, queue, read=reader.read_set)
+        app.commit(run, candidate, queue, record, read=reader.read_set)
 
     def _succeed(self, attempt: Attempt, outcome: str, reason: str) -> None:
         run = attempt.run

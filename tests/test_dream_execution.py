@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.generators.factory import GeneratorRegistry
+from application.access import Caller, acting_as
 from application.dreaming import Dreaming
 from application.execution import Attempt, CandidateId, DreamExecutor
 from application.generation import GenerationInput, TransientGenerationError
@@ -300,3 +301,57 @@ def _blank(operation: str = "refine_experience") -> GenerationInput:
     """An input with no evidence, to borrow the scripted model's plan shape."""
     return GenerationInput("r", "s", operation, None, Projection((), (), False), 4096, 10)
 
+
+
+# -- proposal de-duplication (spec §4 item 8) -------------------------------------------------
+
+def test_an_unchanged_pending_proposal_is_reused_without_a_model_call(
+        world: Dreaming, model: ScriptedModel) -> None:
+    executor = executor_for(world, model)
+    first = run_once(executor, admit(world, "k1"))
+    again = run_once(executor, admit(world, "k2"))  # new key, same inputs, same principal
+    assert (again.status, again.outcome, again.reused) == ("succeeded", "proposed", True)
+    assert again.candidate == first.candidate
+    assert again.model_calls == 0
+    assert len(model.calls) == 1
+
+
+def test_an_unchanged_rejected_proposal_answers_no_change(world: Dreaming,
+                                                         model: ScriptedModel) -> None:
+    executor = executor_for(world, model)
+    first = run_once(executor, admit(world, "k1"))
+    assert first.candidate is not None
+    candidate = world.repository.get(Candidate.create_id("s", first.candidate["candidate_id"]))
+    candidate.reject(1, "Too broad.", "reviewer")
+    world.commit(candidate)
+    again = run_once(executor, admit(world, "k2"))
+    assert (again.outcome, again.reused, again.candidate, again.model_calls) == (
+        "no_change", True, None, 0)
+
+
+def test_an_edited_proposal_is_never_reused(world: Dreaming, model: ScriptedModel) -> None:
+    executor = executor_for(world, model)
+    first = run_once(executor, admit(world, "k1"))
+    assert first.candidate is not None
+    candidate = world.repository.get(Candidate.create_id("s", first.candidate["candidate_id"]))
+    candidate.revise(1, {**EXPERIENCE, "lesson": "Edited by a reviewer"},
+                     candidate.current.lineage, "Edited.", "reviewer", None)
+    world.commit(candidate)
+    again = run_once(executor, admit(world, "k2"))
+    assert (again.outcome, again.reused, again.model_calls) == ("proposed", False, 1)
+    assert again.candidate != first.candidate
+
+
+def test_another_principals_proposal_is_never_reused(world: Dreaming,
+                                                    model: ScriptedModel) -> None:
+    world.enforce_access = True
+    admin = Caller("admin", admin=True)
+    with acting_as(admin):
+        world.register_principal("carl")
+        world.grant_role("s", "carl", "contributor")
+        first = run_once(executor_for(world, model), admit(world, "k1"))
+    with acting_as(Caller("carl")):
+        carls = admit(world, "k1")
+    theirs = run_once(executor_for(world, model), carls)
+    assert (theirs.reused, theirs.model_calls) == (False, 1)
+    assert theirs.candidate != first.candidate
