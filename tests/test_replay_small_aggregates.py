@@ -53,7 +53,7 @@ def test_a_dream_queue_keeps_its_invariants_and_replays(steps: list[tuple[str, i
                 queue.finish(run_id)
         except DomainError as refused:
             refusal = refused.code
-            assert refusal in ("capacity_exceeded", "scope_busy")  # noqa: PT017 - in a loop
+            assert refusal in ("capacity_exceeded", "scope_busy")
         events += queue.collect_events()
         # Capacity is exact; a running run is pending; one running run per operation.
         assert len(queue.pending) <= 8
