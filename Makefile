@@ -27,6 +27,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/dream bench core
+	$(BIN)/dream bench http
+	$(BIN)/dream bench dream
+	$(BIN)/dream bench execution
 
 ci:
 	bash .ci/run
