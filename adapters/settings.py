@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -10,7 +11,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="DREAM_", extra="ignore")
+    # Environment variables win over the optional file (``DREAM_SETTINGS_FILE``, default
+    # ``dream.env`` in the working directory), which wins over the defaults.
+    model_config = SettingsConfigDict(
+        env_prefix="DREAM_", extra="ignore",
+        env_file=os.environ.get("DREAM_SETTINGS_FILE", "dream.env"), env_file_encoding="utf-8")
 
     access: Literal["enforced", "disabled"] = Field(
         default="enforced",

@@ -78,3 +78,15 @@ def test_admin_token_create_registers_and_grants(tmp_path: Path) -> None:
     again = dream("admin", "token", "create", "--data-dir", data, "--principal", "svc",
                   "--admin", "--json")
     assert again.returncode == 0, again.stderr
+
+
+def test_settings_come_from_the_environment_over_an_optional_file(tmp_path: Path) -> None:
+    settings_file = tmp_path / "team.env"
+    settings_file.write_text(f"DREAM_DATA_DIR={tmp_path / 'from-file'}\nDREAM_WORKERS=7\n")
+    code = ("from adapters.settings import Settings; s = Settings(); "
+            "print(s.data_dir, s.workers)")
+    env = {"PATH": "/usr/bin:/bin", "DREAM_SETTINGS_FILE": str(settings_file),
+           "DREAM_WORKERS": "3"}
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env=env, cwd=Path(__file__).parent.parent)
+    assert shown.stdout.split() == [str(tmp_path / "from-file"), "3"]

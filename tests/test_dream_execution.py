@@ -355,3 +355,26 @@ def test_another_principals_proposal_is_never_reused(world: Dreaming,
     theirs = run_once(executor_for(world, model), carls)
     assert (theirs.reused, theirs.model_calls) == (False, 1)
     assert theirs.candidate != first.candidate
+
+
+def test_a_run_admitted_during_generation_waits_then_reuses_the_proposal(
+        world: Dreaming, model: ScriptedModel) -> None:
+    """Anchor #26 (later version): the second run waits, then reuses the first's Candidate."""
+    model.gate = threading.Event()
+    executor = executor_for(world, model)
+    first_id = admit(world, "k1")
+    first = executor.claim("s", first_id)
+    assert first is not None
+    outcome: list[DreamRun | None] = []
+    worker = threading.Thread(target=lambda: outcome.append(executor.execute(first)))
+    worker.start()
+    assert model.entered.wait(10)
+    second_id = admit(world, "k2")  # arrives while the first is generating
+    assert executor.claim("s", second_id) is None  # single flight: it stays queued
+    assert world.get_dream("s", second_id).status == "queued"
+    model.gate.set()
+    worker.join(10)
+    second = run_once(executor, second_id)
+    assert (second.status, second.outcome, second.reused) == ("succeeded", "proposed", True)
+    assert second.candidate == world.get_dream("s", first_id).candidate
+    assert len(model.calls) == 1
