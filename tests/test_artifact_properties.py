@@ -28,10 +28,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-import hypothesis
-import pytest
-from eventsourcing.domain import Aggregate
-from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -61,16 +57,8 @@ from domain.content import (
     entry_content_hash,
     entry_version_id,
 )
-from domain.errors import DomainError
 from domain.refs import EXPERIENCE, MEMORY, PROMPT, SKILL, ArtifactRef, Lineage, SourceRef
-
-# database=None: no .hypothesis directory in the work tree; examples are seeded per run.
-PURE = hypothesis.settings(max_examples=80, stateful_step_count=25, deadline=None,
-                           database=None)
-STORED = hypothesis.settings(max_examples=12, stateful_step_count=15, deadline=None,
-                             database=None,
-                             suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                    HealthCheck.too_slow])
+from tests.property_support import PURE, STORED, assert_refused, replay
 
 Ref = TypeVar("Ref", SourceRef, ArtifactRef)
 ORDINARY = (EXPERIENCE, SKILL, PROMPT)
@@ -207,24 +195,6 @@ def as_reference_set(refs: Sequence[Ref]) -> tuple[Ref, ...]:
 
 
 # -- helpers shared by the machines --------------------------------------------------------
-
-def replay(events: list[Any]) -> Any:
-    """The aggregate rebuilt purely from its events."""
-    aggregate = None
-    for domain_event in events:
-        aggregate = domain_event.mutate(aggregate)
-    return aggregate
-
-
-def assert_refused(aggregate: Aggregate, code: str, command: Callable[[], object]) -> None:
-    """A refused command raises its stable code and leaves the aggregate exactly as it was."""
-    before = copy.deepcopy(aggregate)
-    with pytest.raises(DomainError) as refused:
-        command()
-    assert refused.value.code == code, repr(refused.value)
-    assert aggregate.pending_events == []
-    assert aggregate == before
-
 
 class ArtifactMachine(RuleBasedStateMachine):
     """Bookkeeping shared by both machines: events, commits, replay and revision reads."""

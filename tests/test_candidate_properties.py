@@ -22,10 +22,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-import hypothesis
 import pytest
-from eventsourcing.domain import Aggregate
-from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -57,14 +54,7 @@ from domain.refs import (
     MemoryCitation,
     SourceRef,
 )
-
-# database=None: no .hypothesis directory in the work tree; examples are seeded per run.
-PURE = hypothesis.settings(max_examples=80, stateful_step_count=25, deadline=None,
-                           database=None)
-STORED = hypothesis.settings(max_examples=12, stateful_step_count=15, deadline=None,
-                             database=None,
-                             suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                    HealthCheck.too_slow])
+from tests.property_support import PURE, STORED, assert_refused, replay
 
 # -- strategies ----------------------------------------------------------------------------
 
@@ -133,24 +123,6 @@ results = st.builds(lambda n: ArtifactRef(EXPERIENCE, "approved-1", n), st.integ
 
 
 # -- helpers shared by the machines --------------------------------------------------------
-
-def replay(events: list[Any]) -> Any:
-    """The aggregate rebuilt purely from its events."""
-    aggregate = None
-    for domain_event in events:
-        aggregate = domain_event.mutate(aggregate)
-    return aggregate
-
-
-def assert_refused(aggregate: Aggregate, code: str, command: Callable[[], object]) -> None:
-    """A refused command raises its stable code and leaves the aggregate exactly as it was."""
-    before = copy.deepcopy(aggregate)
-    with pytest.raises(DomainError) as refused:
-        command()
-    assert refused.value.code == code, repr(refused.value)
-    assert aggregate.pending_events == []
-    assert aggregate == before
-
 
 class CandidateMachine(RuleBasedStateMachine):
     """One Candidate under random review commands, checked against a model of its history."""
@@ -412,8 +384,8 @@ class CandidateMachine(RuleBasedStateMachine):
             assert self.decision_reason is None
             assert self.candidate.conflict == self.conflict
         if self.status == REJECTED:
-            # Not asserted here: a conflict recorded before the rejection stays visible
-            # (Rejected, unlike Approved and Revised, does not clear it).
+            # A decided candidate no longer shows a conflict from before the decision.
+            assert self.candidate.conflict is None
             assert self.approved_version is None
             assert self.result is None
 

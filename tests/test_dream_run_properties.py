@@ -26,8 +26,6 @@ from typing import Any
 
 import hypothesis
 import pytest
-from eventsourcing.domain import Aggregate
-from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -55,14 +53,10 @@ from domain.dream_run import (
 )
 from domain.errors import DomainError
 from domain.identity import digest
+from tests.property_support import STORED, assert_refused, replay
 
-# database=None: no .hypothesis directory in the work tree; examples are seeded per run.
 PURE = hypothesis.settings(max_examples=200, stateful_step_count=25, deadline=None,
                            database=None)
-STORED = hypothesis.settings(max_examples=12, stateful_step_count=15, deadline=None,
-                             database=None,
-                             suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                    HealthCheck.too_slow])
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 CURRENT = "<current attempt>"  # resolved to the run's attempt when the rule runs
@@ -87,24 +81,6 @@ SET_ONCE = ("started_at", "deadline_at", "model_config_id", "manifest", "manifes
 
 
 # -- helpers shared by the machines --------------------------------------------------------
-
-def replay(events: list[Any]) -> Any:
-    """The aggregate rebuilt purely from its events."""
-    aggregate = None
-    for domain_event in events:
-        aggregate = domain_event.mutate(aggregate)
-    return aggregate
-
-
-def assert_refused(aggregate: Aggregate, code: str, command: Callable[[], object]) -> None:
-    """A refused command raises its stable code and leaves the aggregate exactly as it was."""
-    before = copy.deepcopy(aggregate)
-    with pytest.raises(DomainError) as refused:
-        command()
-    assert refused.value.code == code, repr(refused.value)
-    assert aggregate.pending_events == []
-    assert aggregate == before
-
 
 class DreamRunMachine(RuleBasedStateMachine):
     """One DreamRun under random worker commands and a fake clock, checked against a model."""

@@ -10,15 +10,11 @@ PostgreSQL) and reads the Scope back.
 
 from __future__ import annotations
 
-import copy
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-import hypothesis
 import pytest
-from eventsourcing.domain import Aggregate
-from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -32,14 +28,7 @@ from application.dreaming import Dreaming
 from domain.access import Resource
 from domain.errors import DomainError
 from domain.scope import FLAG_SETTINGS, PRINCIPAL_MAX, ROLES, SETTING_BOUNDS, Scope
-
-# database=None: no .hypothesis directory in the work tree; examples are seeded per run.
-PURE = hypothesis.settings(max_examples=80, stateful_step_count=25, deadline=None,
-                           database=None)
-STORED = hypothesis.settings(max_examples=12, stateful_step_count=15, deadline=None,
-                             database=None,
-                             suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                    HealthCheck.too_slow])
+from tests.property_support import PURE, STORED, assert_refused, replay
 
 # -- strategies ----------------------------------------------------------------------------
 
@@ -118,24 +107,6 @@ def merged_settings(current: dict[str, Any], changes: dict[str, Any]) -> dict[st
 
 
 # -- helpers shared by the machines --------------------------------------------------------
-
-def replay(events: list[Any]) -> Any:
-    """The aggregate rebuilt purely from its events."""
-    aggregate = None
-    for domain_event in events:
-        aggregate = domain_event.mutate(aggregate)
-    return aggregate
-
-
-def assert_refused(aggregate: Aggregate, code: str, command: Callable[[], object]) -> None:
-    """A refused command raises its stable code and leaves the aggregate exactly as it was."""
-    before = copy.deepcopy(aggregate)
-    with pytest.raises(DomainError) as refused:
-        command()
-    assert refused.value.code == code, repr(refused.value)
-    assert aggregate.pending_events == []
-    assert aggregate == before
-
 
 class ScopeMachine(RuleBasedStateMachine):
     """One Scope under random commands, checked against ``settings`` and ``roles`` models."""

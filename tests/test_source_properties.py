@@ -9,17 +9,12 @@ read back from SQLite and PostgreSQL) equals the live one.
 
 from __future__ import annotations
 
-import copy
 import unicodedata
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import hypothesis
-import pytest
-from eventsourcing.domain import Aggregate
-from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -31,7 +26,6 @@ from hypothesis.stateful import (
 )
 
 from application.dreaming import Dreaming
-from domain.errors import DomainError
 from domain.identity import digest
 from domain.source import (
     ELIGIBILITIES,
@@ -41,14 +35,7 @@ from domain.source import (
     Source,
     source_content_hash,
 )
-
-# database=None: no .hypothesis directory in the work tree; examples are seeded per run.
-PURE = hypothesis.settings(max_examples=80, stateful_step_count=25, deadline=None,
-                           database=None)
-STORED = hypothesis.settings(max_examples=12, stateful_step_count=15, deadline=None,
-                             database=None,
-                             suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                    HealthCheck.too_slow])
+from tests.property_support import PURE, STORED, assert_refused, replay
 
 # -- strategies ----------------------------------------------------------------------------
 
@@ -101,24 +88,6 @@ moments = st.one_of(st.none(), st.datetimes(min_value=datetime(2020, 1, 1),
 
 
 # -- helpers shared by the machines --------------------------------------------------------
-
-def replay(events: list[Any]) -> Any:
-    """The aggregate rebuilt purely from its events."""
-    aggregate = None
-    for domain_event in events:
-        aggregate = domain_event.mutate(aggregate)
-    return aggregate
-
-
-def assert_refused(aggregate: Aggregate, code: str, command: Callable[[], object]) -> None:
-    """A refused command raises its stable code and leaves the aggregate exactly as it was."""
-    before = copy.deepcopy(aggregate)
-    with pytest.raises(DomainError) as refused:
-        command()
-    assert refused.value.code == code, repr(refused.value)
-    assert aggregate.pending_events == []
-    assert aggregate == before
-
 
 class SourceMachine(RuleBasedStateMachine):
     """One Source under random amend/withdraw commands, checked against a model of its body."""

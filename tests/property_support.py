@@ -1,0 +1,39 @@
+"""Shared by the aggregate property tests: settings, pure replay, refusal checks."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import hypothesis
+import pytest
+from eventsourcing.domain import Aggregate
+
+from domain.errors import DomainError
+
+# database=None: no .hypothesis directory in the work tree; examples are seeded per run.
+PURE = hypothesis.settings(max_examples=80, stateful_step_count=25, deadline=None,
+                           database=None)
+STORED = hypothesis.settings(max_examples=12, stateful_step_count=15, deadline=None,
+                             database=None,
+                             suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture,
+                                                    hypothesis.HealthCheck.too_slow])
+
+
+def replay(events: list[Any]) -> Any:
+    """The aggregate rebuilt purely from its events."""
+    aggregate = None
+    for domain_event in events:
+        aggregate = domain_event.mutate(aggregate)
+    return aggregate
+
+
+def assert_refused(aggregate: Aggregate, code: str, command: Callable[[], object]) -> None:
+    """A refused command raises its stable code and leaves the aggregate exactly as it was."""
+    before = copy.deepcopy(aggregate)
+    with pytest.raises(DomainError) as refused:
+        command()
+    assert refused.value.code == code, repr(refused.value)
+    assert aggregate.pending_events == []
+    assert aggregate == before
