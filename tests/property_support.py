@@ -9,6 +9,7 @@ from typing import Any
 import hypothesis
 import pytest
 from eventsourcing.domain import Aggregate
+from hypothesis.stateful import RuleBasedStateMachine, invariant, run_state_machine_as_test
 
 from domain.errors import DomainError
 
@@ -37,3 +38,28 @@ def assert_refused(aggregate: Aggregate, code: str, command: Callable[[], object
     assert refused.value.code == code, repr(refused.value)
     assert aggregate.pending_events == []
     assert aggregate == before
+
+
+def run_through_the_store(machine: type[RuleBasedStateMachine], attribute: str,
+                          open_app: Callable[[], Any]) -> None:
+    """Run ``machine`` committing every step; the writer and a second application must both
+    read back exactly the live aggregate held in ``machine.<attribute>``."""
+    writer, reader = open_app(), open_app()
+
+    class Stored(machine):  # type: ignore[valid-type,misc]
+        store = writer  # for invariants that look at the store itself
+
+        def commit(self) -> list[Any]:
+            aggregate = getattr(self, attribute)
+            pending = list(aggregate.pending_events)
+            writer.commit(aggregate)
+            return pending
+
+        @invariant()
+        def the_store_returns_the_live_aggregate(self) -> None:
+            aggregate = getattr(self, attribute)
+            assert writer.repository.get(aggregate.id) == aggregate
+            assert reader.repository.get(aggregate.id) == aggregate
+
+    Stored.__name__ = f"Stored{machine.__name__}"
+    run_state_machine_as_test(Stored, settings=STORED)

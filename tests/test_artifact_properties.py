@@ -58,7 +58,7 @@ from domain.content import (
     entry_version_id,
 )
 from domain.refs import EXPERIENCE, MEMORY, PROMPT, SKILL, ArtifactRef, Lineage, SourceRef
-from tests.property_support import PURE, STORED, assert_refused, replay
+from tests.property_support import PURE, assert_refused, replay, run_through_the_store
 
 Ref = TypeVar("Ref", SourceRef, ArtifactRef)
 ORDINARY = (EXPERIENCE, SKILL, PROMPT)
@@ -639,29 +639,9 @@ def test_memory_revisions_are_immutable_and_replayable() -> None:
     run_state_machine_as_test(MemoryMachine, settings=PURE)
 
 
-def stored(machine: type[ArtifactMachine], writer: Dreaming,
-           reader: Dreaming) -> type[ArtifactMachine]:
-    """``machine`` committing every step, checked against what both applications read back."""
-
-    class StoredMachine(machine):  # type: ignore[valid-type,misc]
-        def commit(self) -> list[Any]:
-            pending = list(self.artifact.pending_events)
-            writer.commit(self.artifact)
-            return pending
-
-        @invariant()
-        def the_store_returns_the_live_artifact(self) -> None:
-            assert writer.repository.get(self.artifact.id) == self.artifact
-            assert reader.repository.get(self.artifact.id) == self.artifact
-
-    StoredMachine.__name__ = f"Stored{machine.__name__}"
-    return StoredMachine
-
-
 def test_ordinary_artifacts_round_trip_through_the_store(
         open_app: Callable[[], Dreaming]) -> None:
-    run_state_machine_as_test(stored(OrdinaryArtifactMachine, open_app(), open_app()),
-                              settings=STORED)
+    run_through_the_store(OrdinaryArtifactMachine, "artifact", open_app)
 
 
 def test_memory_entries_round_trip_through_the_store_and_its_snapshots(
@@ -671,19 +651,19 @@ def test_memory_entries_round_trip_through_the_store_and_its_snapshots(
     Reads after that load the snapshot plus the later events, and must still equal the live
     Memory: the snapshot state (revisions, entry versions, the entry log) round-trips too.
     """
-    writer, reader = open_app(), open_app()
-    interval = writer.snapshotting_intervals[Artifact]
+    interval = Dreaming.snapshotting_intervals[Artifact]
 
-    class LongLivedMemoryMachine(stored(MemoryMachine, writer, reader)):  # type: ignore[misc]
+    class LongLivedMemoryMachine(MemoryMachine):
         seed_entries = interval - 3
 
         @invariant()
         def a_memory_past_its_interval_has_a_snapshot(self) -> None:
+            store: Dreaming = self.store  # type: ignore[attr-defined]
             if self.artifact.version >= interval:
-                assert writer.snapshots is not None
-                latest = list(writer.snapshots.get(self.artifact.id, desc=True, limit=1))
+                assert store.snapshots is not None
+                latest = list(store.snapshots.get(self.artifact.id, desc=True, limit=1))
                 assert latest
                 assert latest[0].originator_version == (
                     self.artifact.version // interval * interval)
 
-    run_state_machine_as_test(LongLivedMemoryMachine, settings=STORED)
+    run_through_the_store(LongLivedMemoryMachine, "artifact", open_app)

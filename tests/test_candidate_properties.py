@@ -54,7 +54,7 @@ from domain.refs import (
     MemoryCitation,
     SourceRef,
 )
-from tests.property_support import PURE, STORED, assert_refused, replay
+from tests.property_support import PURE, assert_refused, replay, run_through_the_store
 
 # -- strategies ----------------------------------------------------------------------------
 
@@ -399,18 +399,5 @@ def test_candidate_review_follows_the_model_and_replays() -> None:
 
 
 def test_candidate_round_trips_through_the_store(open_app: Callable[[], Dreaming]) -> None:
-    """Every step is committed; both the writer and a second application read the live one."""
-    writer, reader = open_app(), open_app()
-
-    class StoredCandidateMachine(CandidateMachine):
-        def commit(self) -> list[Any]:
-            pending = list(self.candidate.pending_events)
-            writer.commit(self.candidate)
-            return pending
-
-        @invariant()
-        def the_store_returns_the_live_candidate(self) -> None:
-            assert writer.repository.get(self.candidate.id) == self.candidate
-            assert reader.repository.get(self.candidate.id) == self.candidate
-
-    run_state_machine_as_test(StoredCandidateMachine, settings=STORED)
+    """Every step is committed; both the writer and a second application read it back."""
+    run_through_the_store(CandidateMachine, "candidate", open_app)

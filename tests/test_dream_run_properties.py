@@ -53,7 +53,7 @@ from domain.dream_run import (
 )
 from domain.errors import DomainError
 from domain.identity import digest
-from tests.property_support import STORED, assert_refused, replay
+from tests.property_support import assert_refused, replay, run_through_the_store
 
 PURE = hypothesis.settings(max_examples=200, stateful_step_count=25, deadline=None,
                            database=None)
@@ -377,18 +377,5 @@ def test_dream_run_lifecycle_is_fenced_budgeted_and_replayable() -> None:
 
 
 def test_dream_run_round_trips_through_the_store(open_app: Callable[[], Dreaming]) -> None:
-    """Every step is committed; both the writer and a second application read the live run."""
-    writer, reader = open_app(), open_app()
-
-    class StoredDreamRunMachine(DreamRunMachine):
-        def commit(self) -> list[Any]:
-            pending = list(self.dream_run.pending_events)
-            writer.commit(self.dream_run)
-            return pending
-
-        @invariant()
-        def the_store_returns_the_live_run(self) -> None:
-            assert writer.repository.get(self.dream_run.id) == self.dream_run
-            assert reader.repository.get(self.dream_run.id) == self.dream_run
-
-    run_state_machine_as_test(StoredDreamRunMachine, settings=STORED)
+    """Every step is committed; both the writer and a second application read it back."""
+    run_through_the_store(DreamRunMachine, "dream_run", open_app)

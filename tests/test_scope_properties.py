@@ -28,7 +28,7 @@ from application.dreaming import Dreaming
 from domain.access import Resource
 from domain.errors import DomainError
 from domain.scope import FLAG_SETTINGS, PRINCIPAL_MAX, ROLES, SETTING_BOUNDS, Scope
-from tests.property_support import PURE, STORED, assert_refused, replay
+from tests.property_support import PURE, assert_refused, replay, run_through_the_store
 
 # -- strategies ----------------------------------------------------------------------------
 
@@ -268,18 +268,5 @@ def test_scope_settings_and_roles_follow_the_model_and_replay() -> None:
 
 
 def test_scope_round_trips_through_the_store(open_app: Callable[[], Dreaming]) -> None:
-    """Every step is committed; both the writer and a second application read the live Scope."""
-    writer, reader = open_app(), open_app()
-
-    class StoredScopeMachine(ScopeMachine):
-        def commit(self) -> list[Any]:
-            pending = list(self.scope.pending_events)
-            writer.commit(self.scope)
-            return pending
-
-        @invariant()
-        def the_store_returns_the_live_scope(self) -> None:
-            assert writer.repository.get(self.scope.id) == self.scope
-            assert reader.repository.get(self.scope.id) == self.scope
-
-    run_state_machine_as_test(StoredScopeMachine, settings=STORED)
+    """Every step is committed; both the writer and a second application read it back."""
+    run_through_the_store(ScopeMachine, "scope", open_app)

@@ -35,7 +35,7 @@ from domain.source import (
     Source,
     source_content_hash,
 )
-from tests.property_support import PURE, STORED, assert_refused, replay
+from tests.property_support import PURE, assert_refused, replay, run_through_the_store
 
 # -- strategies ----------------------------------------------------------------------------
 
@@ -241,18 +241,5 @@ def test_source_amend_and_withdraw_follow_the_model_and_replay() -> None:
 
 
 def test_source_round_trips_through_the_store(open_app: Callable[[], Dreaming]) -> None:
-    """Every step is committed; both the writer and a second application read the live Source."""
-    writer, reader = open_app(), open_app()
-
-    class StoredSourceMachine(SourceMachine):
-        def commit(self) -> list[Any]:
-            pending = list(self.source.pending_events)
-            writer.commit(self.source)
-            return pending
-
-        @invariant()
-        def the_store_returns_the_live_source(self) -> None:
-            assert writer.repository.get(self.source.id) == self.source
-            assert reader.repository.get(self.source.id) == self.source
-
-    run_state_machine_as_test(StoredSourceMachine, settings=STORED)
+    """Every step is committed; both the writer and a second application read it back."""
+    run_through_the_store(SourceMachine, "source", open_app)
