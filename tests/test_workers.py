@@ -52,16 +52,17 @@ class CountingModel(ScriptedModel):
                 self.order.append(request.scope_id)
 
 
-def seed_scope(app: Dreaming, scope_id: str) -> None:
+def seed_scope(app: Dreaming, scope_id: str, experiences: int = 1) -> None:
     app.create_scope(scope_id, {"dream_max_pending_per_scope": 1000})
     app.record_source(scope_id, "task", "t", text=f"work done in {scope_id}")
-    app.create_artifact(scope_id, "experience", "x", EXPERIENCE, principal="svc",
-                        lineage=Lineage(sources=(SourceRef("task", "t"),)))
+    for index in range(experiences):
+        app.create_artifact(scope_id, "experience", f"x{index}", EXPERIENCE, principal="svc",
+                            lineage=Lineage(sources=(SourceRef("task", "t"),)))
 
 
-def admit(app: Dreaming, scope_id: str, key: str) -> str:
+def admit(app: Dreaming, scope_id: str, key: str, experience: str = "x0") -> str:
     request = DreamRequest.create("refine_experience", key,
-                                  artifacts=[ArtifactRef("experience", "x", 1)])
+                                  artifacts=[ArtifactRef("experience", experience, 1)])
     return app.request_dream(scope_id, request).value.run.run_id
 
 
@@ -89,17 +90,19 @@ def wait_until_done(app: Dreaming, runs: dict[str, list[str]], timeout: float = 
 
 def test_a_flooding_scope_cannot_starve_the_others(running: tuple[Dreaming, object]) -> None:
     app, runs = running
-    flood = {"flood": [f"f{i}" for i in range(24)]}
-    small = {f"small-{i}": ["only"] for i in range(6)}
-    for scope in {**flood, **small}:
+    seed_scope(app, "flood", experiences=24)
+    small = [f"small-{i}" for i in range(6)]
+    for scope in small:
         seed_scope(app, scope)
-    admitted = {scope: [admit(app, scope, key) for key in keys]
-                for scope, keys in {**flood, **small}.items()}
+    # The flood is admitted first; each of its runs has its own inputs (no reuse).
+    admitted = {"flood": [admit(app, "flood", f"f{i}", f"x{i}") for i in range(24)],
+                **{scope: [admit(app, scope, "only")] for scope in small}}
     model = CountingModel()
     with pool_for(app, runs, model, capacity=3):
         wait_until_done(app, admitted)
     # Every small scope was served before the flood had finished a third of its runs.
     last_small = max(model.order.index(scope) for scope in small)
+    assert model.order.count("flood") == 24
     assert model.order[: last_small + 1].count("flood") <= 8
     # Never more than the cap at once, never two runs of one scope and operation at once.
     assert model.peak <= 3
@@ -114,8 +117,10 @@ def test_concurrent_runs_never_mix_their_evidence(running: tuple[Dreaming, objec
     app, runs = running
     scopes = [f"r{round_}-s{i}" for i in range(8)]
     for scope in scopes:
-        seed_scope(app, scope)
-    admitted = {scope: [admit(app, scope, f"k{n}") for n in range(4)] for scope in scopes}
+        seed_scope(app, scope, experiences=4)
+    # Different inputs per run, so every run makes its own model call and Candidate.
+    admitted = {scope: [admit(app, scope, f"k{n}", f"x{n}") for n in range(4)]
+                for scope in scopes}
     model = CountingModel(pause=0.002)
     with pool_for(app, runs, model, capacity=8):
         wait_until_done(app, admitted)
