@@ -131,10 +131,7 @@ class DreamRuns(Records):
         return run
 
     def existing_run(self, scope_id: str, run_id: str) -> DreamRun | None:
-        aggregate_id_ = dream_run_aggregate_id(scope_id, run_id)
-        if not self.exists(aggregate_id_):
-            return None
-        run: DreamRun = self.repository.get(aggregate_id_)
+        run: DreamRun | None = self.find(dream_run_aggregate_id(scope_id, run_id))
         return run
 
     @staticmethod
@@ -155,9 +152,6 @@ class DreamRuns(Records):
                 expected=request.target.to_dict(), current=artifact.head_ref.to_dict())
 
     def queue_of(self, scope_id: str) -> DreamQueue:
-        queue_id = DreamQueue.create_id(scope_id)
-        if self.exists(queue_id):
-            queue: DreamQueue = self.repository.get(queue_id)
-            return queue
-        return DreamQueue.open(scope_id)
+        queue: DreamQueue | None = self.find(DreamQueue.create_id(scope_id))
+        return queue if queue is not None else DreamQueue.open(scope_id)
 

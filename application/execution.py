@@ -219,9 +219,7 @@ class DreamExecutor:
         fingerprint = proposal_fingerprint(run.operation, run.request.get("target"),
                                            run.manifest, run.prompt_version)
         record_id = ProposalRecord.create_id(run.scope_id, run.principal_key, fingerprint)
-        if not self.app.exists(record_id):
-            return fingerprint, None
-        record: ProposalRecord = self.app.repository.get(record_id)
+        record: ProposalRecord | None = self.app.find(record_id)
         return fingerprint, record
 
     def _propose(self, attempt: Attempt, plan: DreamPlan, family: str,

@@ -67,7 +67,7 @@ class WriteModel(Application[UUID]):
 
     name = "Dreaming"
     # Memories and queues live as long as their scope: snapshots keep loading them cheap.
-    snapshotting_intervals = {Artifact: 50, DreamQueue: 100}
+    snapshotting_intervals = {Artifact: 50, DreamQueue: 20}
 
     def __init__(self, env: EnvType | None = None, clock: Clock = system_clock,
                  enforce_access: bool = True) -> None:
@@ -91,7 +91,15 @@ class WriteModel(Application[UUID]):
             raise missing() from None
 
     def exists(self, aggregate_id: UUID) -> bool:
-        return aggregate_id in self.repository
+        """One indexed read of at most one event (``in repository`` would rebuild the aggregate)."""
+        return bool(self.recorder.select_events(aggregate_id, limit=1))
+
+    def find(self, aggregate_id: UUID) -> Any:
+        """The aggregate, or ``None`` when it has no events: one load, no separate check."""
+        try:
+            return self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
 
     def commit(self, *changed: Aggregate, read: Iterable[Aggregate] = ()) -> int | None:
         """Save ``changed`` in one transaction, failing if any aggregate in ``read`` moved."""

@@ -61,7 +61,7 @@ def test_a_dream_queue_keeps_its_invariants_and_replays(steps: list[tuple[str, i
         assert replayed(events) == queue
 
 
-@pytest.mark.parametrize("count", [5, 130])  # 130 crosses the snapshot interval of 100
+@pytest.mark.parametrize("count", [5, 130])  # 130 crosses several snapshots (every 20)
 def test_queues_principals_tokens_and_records_round_trip_the_store(
         open_app: Callable[[], Dreaming], count: int) -> None:
     app = open_app()
