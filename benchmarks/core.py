@@ -301,14 +301,14 @@ def report(args: argparse.Namespace, measurements: Sequence[Measurement],
         "stores": dict(stores),
         "summary": [asdict(row) for row in summarize(measurements)],
         "measurements": [
-            {**asdict(m), "rounds": [_round_data(r, raw=args.raw) for r in m.rounds],
+            {**asdict(m), "rounds": [round_data(r, raw=args.raw) for r in m.rounds],
              "unit": "seconds per call", "events_per_second": m.events_per_second}
             for m in measurements
         ],
     }
 
 
-def _round_data(samples: Sequence[float], *, raw: bool) -> Any:
+def round_data(samples: Sequence[float], *, raw: bool) -> Any:
     """Every per-call time with ``--raw``; otherwise the round's size, median and p95."""
     if raw:
         return [round(s, RAW_DECIMALS) for s in samples]

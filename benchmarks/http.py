@@ -41,7 +41,7 @@ import httpx
 
 from adapters.postgres_server import PostgresUnavailableError, _free_port
 from adapters.settings import Settings
-from benchmarks.core import STORES, _round_data, fmt, machine, p95, store_list
+from benchmarks.core import STORES, fmt, machine, p95, round_data, store_list
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "http.json"
 HOST = "127.0.0.1"
@@ -319,7 +319,7 @@ def report(args: argparse.Namespace, sizes: Sizes, measurements: Sequence[Measur
         "sizes": {**asdict(sizes), "memory_entries": args.memory_entries},
         "summary": [summary(m) for m in measurements],
         "measurements": [
-            {**asdict(m), "rounds": [_round_data(r, raw=args.raw) for r in m.rounds],
+            {**asdict(m), "rounds": [round_data(r, raw=args.raw) for r in m.rounds],
              "unit": "seconds per request", "requests_per_second": m.requests_per_second}
             for m in measurements
         ],
