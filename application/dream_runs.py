@@ -59,7 +59,7 @@ class DreamRuns(Records):
         existing = self.existing_run(scope.scope_id, run_id)
         if existing is not None:
             return Written(Admission(self._replay(existing, request), replayed=True), None)
-        self.scope_for(scope_id, CONTRIBUTE)
+        self.check_permitted(scope, CONTRIBUTE)  # the scope is loaded once per admission
         if not self.dream_enabled:
             raise CapabilityUnavailableError("Dream runs are disabled in this deployment")
         reader = StoreEvidenceReader(self, scope, caller)
