@@ -193,6 +193,12 @@ def measure_loads(app: WriteModel, store: str, sizes: Sizes) -> list[Measurement
     ]
 
 
+class EventStoreBaseline(WriteModel):
+    """The production write model and recorders, minus snapshots: loads replay every event."""
+
+    snapshotting_intervals = {}
+
+
 def check_uncached(app: WriteModel) -> None:
     if app.repository.cache is not None or app.snapshots is not None:
         msg = "unset AGGREGATE_CACHE_MAXSIZE / IS_SNAPSHOTTING_ENABLED: loads must replay events"
@@ -201,7 +207,7 @@ def check_uncached(app: WriteModel) -> None:
 
 def benchmark_store(settings: Settings, store: str, sizes: Sizes,
                     progress: Callable[[Measurement], None]) -> list[Measurement]:
-    app: WriteModel = open_write_model(settings, cls=WriteModel)
+    app: WriteModel = open_write_model(settings, cls=EventStoreBaseline)
     with closing(app):
         check_uncached(app)
         results = measure_saves(app, store, sizes) + measure_loads(app, store, sizes)
