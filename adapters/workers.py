@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -27,6 +28,7 @@ log = logging.getLogger("dream.workers")
 
 Inbox = Callable[[datetime, int], Sequence[RunSummary]]
 POLL_SECONDS = 0.05
+REFUSED_PAUSE = 0.5
 
 
 def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox) -> WorkerPool:
@@ -45,6 +47,9 @@ class WorkerPool:
         self.capacity = max_concurrent_generations
         self.poll_seconds = poll_seconds
         self._in_flight: set[tuple[str, str]] = set()
+        # Runs a claim just refused: the read model lags the store, so it may offer them again
+        # at once; skipping them for a moment keeps refused claims from eating the workers.
+        self._refused: dict[str, float] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -95,12 +100,15 @@ class WorkerPool:
         free = self.capacity - self.busy
         if free <= 0:
             return
+        now = time.monotonic()
+        with self._lock:
+            self._refused = {r: t for r, t in self._refused.items() if now - t < REFUSED_PAUSE}
         for run in self.inbox(self.executor.app.clock(), self.capacity * 4):
             if free <= 0:
                 return
             key = (run.scope_id, run.operation)
             with self._lock:
-                if key in self._in_flight:
+                if key in self._in_flight or run.run_id in self._refused:
                     continue
                 self._in_flight.add(key)
             self._threads.submit(self._work, key, run.scope_id, run.run_id)
@@ -109,7 +117,10 @@ class WorkerPool:
     def _work(self, key: tuple[str, str], scope_id: str, run_id: str) -> None:
         try:
             attempt = self.executor.claim(scope_id, run_id)
-            if attempt is not None:
+            if attempt is None:
+                with self._lock:
+                    self._refused[run_id] = time.monotonic()
+            else:
                 self.executor.execute(attempt)
                 self.completed += 1
         except Exception:

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from eventsourcing.domain import Aggregate
-
 from application.dreaming import Dreaming
 from application.generation import (
     GenerationFailedError,
@@ -28,6 +26,7 @@ from application.generation import (
 )
 from domain.candidate import APPROVED, PENDING, Candidate
 from domain.dream_plan import DreamPlan, parse_plan
+from domain.dream_queue import DreamQueue
 from domain.dream_request import DERIVE_SKILL
 from domain.dream_run import NEEDS_EVIDENCE, NO_CHANGE, PROPOSED, DreamRun
 from domain.errors import (
@@ -53,6 +52,9 @@ _RECORDED_AS = {"reference_not_found": "evidence_unavailable",
                 "invalid_candidate": "invalid_generation_output"}
 # A live attempt's model call ends this long before its lease, so no one takes it over.
 LEASE_SAFETY_SECONDS = 5.0
+# How often a finishing write is retried when only the scope's queue moved under it.
+FINISH_TRIES = 8
+CLAIM_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -90,23 +92,29 @@ class DreamExecutor:
 
     def claim(self, scope_id: str, run_id: str) -> Attempt | None:
         """Start the next attempt, or ``None`` when the run is not ours to take now."""
+        for _ in range(CLAIM_TRIES):
+            try:
+                return self._try_claim(scope_id, run_id)
+            except WriteConflictError:
+                continue  # another claim or admission in the scope moved the queue: look again
+            except (ScopeBusyError, AttemptConflictError):
+                return None
+        return None
+
+    def _try_claim(self, scope_id: str, run_id: str) -> Attempt | None:
         app = self.app
         run = app.existing_run(scope_id, run_id)
         now = app.clock()
         if run is None or run.terminal or not run.claimable(now):
             return None
         queue = app.queue_of(scope_id)
-        try:
-            started = run.start_attempt(now, self.generators.current.config_id,
-                                        self.lease_seconds)
-            if started:
-                assert run.lease_expires_at is not None
-                queue.start(run_id, now, run.lease_expires_at)
-            else:
-                queue.finish(run_id)  # out of attempts or time: failed budget_exceeded
-            app.commit(run, queue)
-        except (ScopeBusyError, WriteConflictError, AttemptConflictError):
-            return None
+        started = run.start_attempt(now, self.generators.current.config_id, self.lease_seconds)
+        if started:
+            assert run.lease_expires_at is not None
+            queue.start(run_id, now, run.lease_expires_at)
+        else:
+            queue.finish(run_id)  # out of attempts or time: failed budget_exceeded
+        app.commit(run, queue)
         return Attempt(run, run.attempt) if started else None
 
     # -- executing -----------------------------------------------------------------------------
@@ -143,7 +151,22 @@ class DreamExecutor:
         self._record_usage(attempt, result)
         plan = parse_plan(result.plan, operation=run.operation,
                           has_target=run.request.get("target") is not None)
+        for _ in range(FINISH_TRIES - 1):
+            try:
+                self._finish(attempt, plan, resolution)
+                return
+            except WriteConflictError:
+                # Usually the scope's queue moved (another admission or run): still ours?
+                attempt = self._still_current(attempt)
         self._finish(attempt, plan, resolution)
+
+    def _still_current(self, attempt: Attempt) -> Attempt:
+        """A fresh copy of this attempt, or ``attempt_conflict`` when it was superseded."""
+        run = self._current(attempt)
+        if run is None:
+            raise AttemptConflictError("the attempt was superseded while finishing",
+                                       attempt=attempt.number)
+        return Attempt(run, attempt.number)
 
     def _pinned_generator(self, run: DreamRun) -> Generator:
         """A run keeps the model configuration it started on while it is registered."""
@@ -245,42 +268,55 @@ class DreamExecutor:
         app.commit(run, candidate, queue, record, read=reader.read_set)
 
     def _succeed(self, attempt: Attempt, outcome: str, reason: str) -> None:
-        run = attempt.run
-        run.succeed(attempt.number, outcome, reason, None, self.app.clock())
-        self._commit_terminal(run)
+        number, now = attempt.number, self.app.clock()
+        attempt.run.succeed(number, outcome, reason, None, now)
+        queue = self.app.queue_of(attempt.run.scope_id)
+        queue.finish(attempt.run.run_id)
+        self.app.commit(attempt.run, queue)  # a conflict here is retried by the caller
 
     def _fail(self, attempt: Attempt, code: str, why: str) -> None:
-        run = self._current(attempt)
-        if run is None:
-            return
-        log.info("run %s failed %s: %s", run.run_id, code, why)
-        run.fail(attempt.number, code, self.app.clock())
-        self._commit_terminal(run)
+        log.info("run %s failed %s: %s", attempt.run.run_id, code, why)
+        now = self.app.clock()
+
+        def fail(run: DreamRun, queue: DreamQueue) -> None:
+            run.fail(attempt.number, code, now)
+            queue.finish(run.run_id)
+
+        self._write_from_stored_run(attempt, fail)
 
     def _retry_or_fail(self, attempt: Attempt, code: str, why: str) -> None:
         """A transient failure gets one more attempt if calls and time are left."""
-        run = self._current(attempt)
-        if run is None:
+        stored = self._current(attempt)
+        if stored is None:
             return
         now = self.app.clock()
-        if run.attempt < run.budget["max_model_calls"] and now < attempt.deadline:
-            run.requeue(attempt.number, code)
-            queue = self.app.queue_of(run.scope_id)
-            queue.requeue(run.run_id)
-            self._commit_quietly(run, queue)
+        if stored.attempt < stored.budget["max_model_calls"] and now < attempt.deadline:
+            def requeue(run: DreamRun, queue: DreamQueue) -> None:
+                run.requeue(attempt.number, code)
+                queue.requeue(run.run_id)
+
+            self._write_from_stored_run(attempt, requeue)
             return
         self._fail(attempt, code, why)
 
-    def _commit_terminal(self, run: DreamRun) -> None:
-        queue = self.app.queue_of(run.scope_id)
-        queue.finish(run.run_id)
-        self._commit_quietly(run, queue)
-
-    def _commit_quietly(self, *aggregates: Aggregate) -> None:
-        try:
-            self.app.commit(*aggregates)
-        except WriteConflictError:
-            log.info("a newer attempt already wrote; this one stops")
+    def _write_from_stored_run(self, attempt: Attempt,
+                               change: Callable[[DreamRun, DreamQueue], None]) -> None:
+        """Apply ``change`` to the stored run and its queue, retrying when only the queue
+        moved; stop quietly once a newer attempt owns the run."""
+        for _ in range(FINISH_TRIES):
+            run = self._current(attempt)
+            if run is None:
+                log.info("a newer attempt owns run %s; this one stops", attempt.run.run_id)
+                return
+            queue = self.app.queue_of(run.scope_id)
+            change(run, queue)
+            try:
+                self.app.commit(run, queue)
+                return
+            except WriteConflictError:
+                continue
+        log.warning("run %s: gave up writing after %s conflicts; its lease will expire",
+                    attempt.run.run_id, FINISH_TRIES)
 
     def _current(self, attempt: Attempt) -> DreamRun | None:
         """The run as stored, if this attempt is still the current one."""
