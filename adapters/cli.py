@@ -226,7 +226,8 @@ def _local_commands(commands: Commands) -> None:
     openapi.set_defaults(handler=_openapi)
 
     bench = commands.add_parser("bench", help="run a benchmark")
-    bench.add_argument("suite", choices=["core", "http", "dream"], help="which benchmark")
+    bench.add_argument("suite", choices=["core", "http", "dream", "execution"],
+                       help="which benchmark")
     bench.add_argument("options", nargs=argparse.REMAINDER,
                        help="passed to the suite, e.g. --quick, --json, --stores sqlite")
     bench.set_defaults(handler=_bench)
