@@ -10,6 +10,8 @@ Every write names its attempt: a worker whose attempt was superseded is refused 
 from __future__ import annotations
 
 import logging
+import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,8 +55,13 @@ _RECORDED_AS = {"reference_not_found": "evidence_unavailable",
 # A live attempt's model call ends this long before its lease, so no one takes it over.
 LEASE_SAFETY_SECONDS = 5.0
 # How often a finishing write is retried when only the scope's queue moved under it.
-FINISH_TRIES = 8
+FINISH_TRIES = 40
 CLAIM_TRIES = 3
+
+
+def _pause_after_conflict() -> None:
+    """A short random pause, so writers that collided on a busy scope queue spread out."""
+    time.sleep(random.uniform(0, 0.01))
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,7 @@ class DreamExecutor:
                 return
             except WriteConflictError:
                 # Usually the scope's queue moved (another admission or run): still ours?
+                _pause_after_conflict()
                 attempt = self._still_current(attempt)
         self._finish(attempt, plan, resolution)
 
@@ -314,7 +322,7 @@ class DreamExecutor:
                 self.app.commit(run, queue)
                 return
             except WriteConflictError:
-                continue
+                _pause_after_conflict()
         log.warning("run %s: gave up writing after %s conflicts; its lease will expire",
                     attempt.run.run_id, FINISH_TRIES)
 
