@@ -334,16 +334,31 @@ def store_list(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.core", description=__doc__,
+def benchmark_parser(suite: str, description: str | None,
+                     output: Path) -> argparse.ArgumentParser:
+    """The options every benchmark shares; a suite adds its own."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{suite}",
+                                     description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes for CI smoke runs")
+    parser.add_argument("--quick", action="store_true", help="small sizes for smoke runs")
     parser.add_argument("--stores", type=store_list, default=list(STORES),
                         help="comma-separated subset of: " + ",".join(STORES))
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON result path")
+    parser.add_argument("--output", type=Path, default=output, help="JSON result path")
     parser.add_argument("--json", action="store_true", help="print only the JSON to stdout")
-    parser.add_argument("--raw", action="store_true", help="keep every per-call time in the JSON")
-    return parser.parse_args(argv)
+    parser.add_argument("--raw", action="store_true", help="keep every raw time in the JSON")
+    return parser
+
+
+def say_unless_json(args: argparse.Namespace) -> Callable[[str], None]:
+    """Progress on stderr, silent with ``--json``."""
+    def say(text: str) -> None:
+        if not args.json:
+            print(text, file=sys.stderr, flush=True)
+    return say
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return benchmark_parser("core", __doc__, DEFAULT_OUTPUT).parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,11 +61,12 @@ from application.dream_runs import dream_run_id
 from benchmarks.core import (
     MS,
     STORES,
+    benchmark_parser,
     fmt,
     machine,
     p95,
     round_data,
-    store_list,
+    say_unless_json,
     time_calls,
 )
 from benchmarks.http import (
@@ -743,14 +744,7 @@ def tables(results: Results, verdicts: Mapping[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.dream", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes for smoke runs")
-    parser.add_argument("--stores", type=store_list, default=list(STORES),
-                        help="comma-separated subset of: " + ",".join(STORES))
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON result path")
-    parser.add_argument("--json", action="store_true", help="print only the JSON to stdout")
-    parser.add_argument("--raw", action="store_true", help="keep every per-call time in the JSON")
+    parser = benchmark_parser("dream", __doc__, DEFAULT_OUTPUT)
     return parser.parse_args(argv)
 
 
@@ -758,9 +752,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
 
-    def say(text: str) -> None:
-        if not args.json:
-            print(text, file=sys.stderr, flush=True)
+    say = say_unless_json(args)
 
     def progress(m: AdmitMeasurement) -> None:
         say(f"  [{m.store}] {m.case} x{m.clients} round {len(m.rounds)}/{sizes.rounds}: "

@@ -71,7 +71,17 @@ from adapters.workers import POLL_SECONDS, Inbox, WorkerPool
 from application.dreaming import Dreaming
 from application.execution import Attempt, DreamExecutor
 from application.generation import GenerationInput, GenerationResult, GenerationUsage
-from benchmarks.core import MS, STORES, Row, machine, p95, round_data, store_list, table
+from benchmarks.core import (
+    MS,
+    STORES,
+    Row,
+    benchmark_parser,
+    machine,
+    p95,
+    round_data,
+    say_unless_json,
+    table,
+)
 from benchmarks.dream import EXPERIENCE, MAX_PENDING, TASK, VERDICTS
 from benchmarks.http import stop
 from domain.dream_request import REFINE_EXPERIENCE, DreamRequest
@@ -692,14 +702,7 @@ def report(args: argparse.Namespace, sizes: Sizes, results: Results) -> dict[str
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.execution", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes for smoke runs")
-    parser.add_argument("--stores", type=store_list, default=list(STORES),
-                        help="comma-separated subset of: " + ",".join(STORES))
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON result path")
-    parser.add_argument("--json", action="store_true", help="print only the JSON to stdout")
-    parser.add_argument("--raw", action="store_true", help="keep every run's latency in the JSON")
+    parser = benchmark_parser("execution", __doc__, DEFAULT_OUTPUT)
     return parser.parse_args(argv)
 
 
@@ -707,9 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
 
-    def say(text: str) -> None:
-        if not args.json:
-            print(text, file=sys.stderr, flush=True)
+    say = say_unless_json(args)
 
     results = Results()
     for store in args.stores:

@@ -41,7 +41,15 @@ import httpx
 
 from adapters.postgres_server import PostgresUnavailableError, _free_port
 from adapters.settings import Settings
-from benchmarks.core import STORES, fmt, machine, p95, round_data, store_list
+from benchmarks.core import (
+    STORES,
+    benchmark_parser,
+    fmt,
+    machine,
+    p95,
+    round_data,
+    say_unless_json,
+)
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "http.json"
 HOST = "127.0.0.1"
@@ -338,15 +346,7 @@ def positive(text: str) -> int:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.http", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes for CI smoke runs")
-    parser.add_argument("--stores", type=store_list, default=list(STORES),
-                        help="comma-separated subset of: " + ",".join(STORES))
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON result path")
-    parser.add_argument("--json", action="store_true", help="print only the JSON to stdout")
-    parser.add_argument("--raw", action="store_true",
-                        help="keep every per-request time in the JSON")
+    parser = benchmark_parser("http", __doc__, DEFAULT_OUTPUT)
     parser.add_argument("--memory-entries", type=positive, default=DEFAULT_MEMORY_ENTRIES,
                         help="entries per Memory written and read (default: %(default)s)")
     return parser.parse_args(argv)
@@ -356,9 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
 
-    def say(text: str) -> None:
-        if not args.json:
-            print(text, file=sys.stderr, flush=True)
+    say = say_unless_json(args)
 
     def progress(m: Measurement) -> None:
         say(f"  [{m.store}] {m.case} x{m.clients} round {len(m.rounds)}/{sizes.rounds}: "
