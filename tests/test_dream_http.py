@@ -5,9 +5,13 @@ from __future__ import annotations
 import pytest
 
 from adapters.client import ApiError, DreamClient
+from adapters.generators.factory import GeneratorRegistry
+from application.access import Caller, acting_as
+from application.execution import DreamExecutor
 from domain.dream_request import DreamRequest
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from tests.conftest import LiveApi
+from tests.dream_support import ScriptedModel
 
 EXPERIENCE = {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"}
 
@@ -80,3 +84,23 @@ def test_health_reports_read_model_lag(live_api: LiveApi) -> None:
     with DreamClient(live_api.base_url) as client:
         health = client.health()
     assert health.projections["runs"].lag >= 0
+
+
+def test_a_replay_of_a_finished_run_answers_200(live_api: LiveApi) -> None:
+    with seeded(live_api) as client:
+        admitted = client.request_dream("team", refine("done"))
+        # A worker (here in-process, with a scripted model) finishes the run.
+        executor = DreamExecutor(live_api.dreaming, GeneratorRegistry(ScriptedModel()))
+        with acting_as(Caller("admin", admin=True)):
+            attempt = executor.claim("team", admitted.run_id)
+            assert attempt is not None
+            executor.execute(attempt)
+        replay = client.http.post("/v1/scopes/team/dream", json={
+            "operation": "refine_experience", "idempotency_key": "done",
+            "artifacts": [{"family": "experience", "artifact_id": "x0", "revision": 1}]})
+        assert replay.status_code == 200
+        body = replay.json()
+        assert (body["run_id"], body["status"], body["terminal"]) == (
+            admitted.run_id, "succeeded", True)
+        assert body["candidate"]["candidate_id"] == f"cand_dream_{admitted.run_id}"
+        assert body["usage"] == {"model_calls": 1, "input_tokens": 80, "output_tokens": 45}
