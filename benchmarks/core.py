@@ -297,14 +297,17 @@ def machine(server_version: str | None) -> dict[str, Any]:
     }
 
 
+def report_header(suite: str, args: argparse.Namespace, stores: Mapping[str, str],
+                  server_version: str | None) -> dict[str, Any]:
+    """What every benchmark's JSON starts with: which suite, when, how big, on what."""
+    return {"benchmark": f"benchmarks.{suite}", "timestamp": datetime.now(tz=UTC).isoformat(),
+            "quick": args.quick, "machine": machine(server_version), "stores": dict(stores)}
+
+
 def report(args: argparse.Namespace, measurements: Sequence[Measurement],
            stores: Mapping[str, str], server_version: str | None) -> dict[str, Any]:
     return {
-        "benchmark": "benchmarks.core",
-        "timestamp": datetime.now(tz=UTC).isoformat(),
-        "quick": args.quick,
-        "machine": machine(server_version),
-        "stores": dict(stores),
+        **report_header("core", args, stores, server_version),
         "summary": [asdict(row) for row in summarize(measurements)],
         "measurements": [
             {**asdict(m), "rounds": [round_data(r, raw=args.raw) for r in m.rounds],

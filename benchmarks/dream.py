@@ -63,8 +63,8 @@ from benchmarks.core import (
     STORES,
     benchmark_parser,
     fmt,
-    machine,
     p95,
+    report_header,
     round_data,
     say_unless_json,
     time_calls,
@@ -701,14 +701,12 @@ def target_lines(verdicts: Mapping[str, Any]) -> str:
 
 
 def report(args: argparse.Namespace, sizes: Sizes, results: Results) -> dict[str, Any]:
+    header = report_header("dream", args, results.stores, results.server_version)
+    # Other work on the box shows in the load average.
+    header["machine"]["load_average_1m"] = {"start": results.load_at_start,
+                                            "end": os.getloadavg()[0]}
     return {
-        "benchmark": "benchmarks.dream",
-        "timestamp": datetime.now(tz=UTC).isoformat(),
-        "quick": args.quick,
-        "machine": {**machine(results.server_version),
-                    "load_average_1m": {"start": results.load_at_start,
-                                        "end": os.getloadavg()[0]}},  # other work on the box
-        "stores": dict(results.stores),
+        **header,
         "sizes": {**asdict(sizes), "admissions_per_scope": ADMISSIONS_PER_SCOPE,
                   "deep_page": DEEP_PAGE, "fill_batch": FILL_BATCH},
         "targets": {"admissions_per_second": admit_target(results),

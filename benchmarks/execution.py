@@ -76,8 +76,8 @@ from benchmarks.core import (
     STORES,
     Row,
     benchmark_parser,
-    machine,
     p95,
+    report_header,
     round_data,
     say_unless_json,
     table,
@@ -685,11 +685,7 @@ def report(args: argparse.Namespace, sizes: Sizes, results: Results) -> dict[str
     batches = results.throughput + results.idle
     batches += [b for fair in results.fairness for b in (fair.flood, fair.small)]
     return {
-        "benchmark": "benchmarks.execution",
-        "timestamp": datetime.now(tz=UTC).isoformat(),
-        "quick": args.quick,
-        "machine": machine(results.server_version),
-        "stores": dict(results.stores),
+        **report_header("execution", args, results.stores, results.server_version),
         "sizes": {**asdict(sizes), "generations_per_pool": GENERATIONS,
                   "worker_processes": WORKER_PROCESSES, "poll_seconds": POLL_SECONDS},
         "targets": verdicts(results),

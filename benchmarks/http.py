@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +44,8 @@ from benchmarks.core import (
     STORES,
     benchmark_parser,
     fmt,
-    machine,
     p95,
+    report_header,
     round_data,
     say_unless_json,
 )
@@ -319,11 +318,7 @@ def summary(m: Measurement) -> dict[str, Any]:
 def report(args: argparse.Namespace, sizes: Sizes, measurements: Sequence[Measurement],
            stores: Mapping[str, str], server_version: str | None) -> dict[str, Any]:
     return {
-        "benchmark": "benchmarks.http",
-        "timestamp": datetime.now(tz=UTC).isoformat(),
-        "quick": args.quick,
-        "machine": machine(server_version),
-        "stores": dict(stores),
+        **report_header("http", args, stores, server_version),
         "sizes": {**asdict(sizes), "memory_entries": args.memory_entries},
         "summary": [summary(m) for m in measurements],
         "measurements": [
