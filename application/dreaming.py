@@ -1,12 +1,13 @@
-"""The application every adapter opens: records, access and Dream runs in one write model."""
+"""The application every adapter opens: records, access, Dream runs and review in one write
+model."""
 
 from __future__ import annotations
 
-from application.dream_runs import DreamRuns
 from application.records import EntryWritten
+from application.review import Reviews
 
 __all__ = ["Dreaming", "EntryWritten"]
 
 
-class Dreaming(DreamRuns):
+class Dreaming(Reviews):
     """Artifact Dreaming's write model (stored application name: ``Dreaming``)."""

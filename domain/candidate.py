@@ -113,7 +113,7 @@ class Candidate(Aggregate):
             raise InvalidCandidateError("the target must be among the artifacts", field="target")
         return cls(
             scope_id=check_scope_id(scope_id),
-            candidate_id=check_identifier("candidate_id", candidate_id),
+            candidate_id=check_identifier("candidate_id", candidate_id, path_segment=True),
             family=family, target=target, proposal=validate_content(family, proposal),
             lineage=lineage, reason=check_bounded_chars("reason", reason, REASON_MAX_CHARS),
             proposer=check_identifier("proposer", proposer, PRINCIPAL_MAX), run_id=run_id,
@@ -134,6 +134,8 @@ class Candidate(Aggregate):
         self.approved_version: int | None = None
         self.result: ArtifactRef | None = None
         self.decision_reason: str | None = None
+        self.decided_version: int | None = None
+        self.decided_by: str | None = None
         self.conflict: dict[str, Any] | None = None
 
     @property
@@ -190,21 +192,49 @@ class Candidate(Aggregate):
     @event(Approved)
     def _approved(self, version: int, result: ArtifactRef, approver: str) -> None:
         self.status = APPROVED
-        self.approved_version = version
+        self.approved_version = self.decided_version = version
+        self.decided_by = approver
         self.result = result
         self.conflict = None
 
-    def reject(self, expected_version: int, reason: str, reviewer: str) -> None:
+    def reject(self, expected_version: int, reason: str, reviewer: str) -> bool:
+        """Record rejection; ``False`` when this version was already rejected for this reason."""
+        if (self.status == REJECTED and self.decided_version == expected_version
+                and self.decision_reason == reason):
+            return False
         self.check_pending_at(expected_version)
         self._rejected(version=expected_version,
                        reason=check_bounded_chars("reason", reason, REASON_MAX_CHARS),
                        reviewer=check_identifier("reviewer", reviewer, PRINCIPAL_MAX))
+        return True
 
     @event(Rejected)
     def _rejected(self, version: int, reason: str, reviewer: str) -> None:
         self.status = REJECTED
         self.decision_reason = reason
+        self.decided_version = version
+        self.decided_by = reviewer
         self.conflict = None
+
+    def check_approvable(self) -> None:
+        """The anchor's approval lineage rules (§5.3), on top of the envelope rules.
+
+        A new Skill rests only on Experiences (and Prompts); a Skill replacement also names its
+        target and keeps at least one Source.
+        """
+        if self.family != SKILL:
+            return
+        lineage = self.current.lineage
+        allowed = {EXPERIENCE, PROMPT}
+        others = [ref for ref in lineage.artifacts
+                  if ref.family not in allowed and ref != self.target]
+        if others:
+            raise InvalidCandidateError(
+                "a Skill may rest only on Experiences and Prompts (and its own target)",
+                field="artifacts", artifacts=[ref.to_dict() for ref in others])
+        if self.target is not None and not lineage.sources:
+            raise InvalidCandidateError("a Skill replacement needs at least one Source",
+                                        field="sources")
 
     def record_conflict(self, expected_version: int, code: str, details: Mapping[str, Any]) -> None:
         """An approval failed on moved state; the candidate stays pending and shows it."""

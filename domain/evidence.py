@@ -16,6 +16,7 @@ store or the network, and the same world always gives the same answer.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
@@ -449,6 +450,19 @@ def _read_artifact(reader: EvidenceReader, ref: ArtifactRef, step: _Step) -> _Re
     )
 
 
+def _read_reviewed_artifact(reader: EvidenceReader, ref: ArtifactRef, step: _Step) -> _Read:
+    """Review follows the stored lineage of every family but Prompts, so a Skill's historical
+    revisions, the Experiences behind them and their Memory entries are all re-checked."""
+    revision, head = _exact_revision(reader, ref, step)
+    kind = EXPERIENCE_NODE if ref.family == EXPERIENCE else f"{ref.family}_revision"
+    node = EvidenceNode(evidence_id(ref), kind, _revision_digest(ref, revision), artifact=ref,
+                        role=DERIVED, historical=ref.revision != head)
+    if ref.family == PROMPT:
+        return _Read(replace(node, role=LINEAGE_ONLY))
+    lineage = revision.lineage
+    return _Read(node, children=(*lineage.sources, *lineage.artifacts, *lineage.memory_citations))
+
+
 def _exact_revision(reader: EvidenceReader, ref: ArtifactRef,
                     step: _Step) -> tuple[ArtifactRevision, int]:
     artifact = reader.artifact(ref.family, ref.artifact_id)
@@ -557,9 +571,10 @@ class _Traversal:
     request: the answer never depends on which path happens to be walked first.
     """
 
-    def __init__(self, reader: EvidenceReader, limits: _Limits) -> None:
+    def __init__(self, reader: EvidenceReader, limits: _Limits, *, review: bool = False) -> None:
         self.reader = reader
         self.limits = limits
+        self.review = review  # review follows every family's lineage (anchor §4.8)
         self.graph = _Graph()
 
     def walk(self, request: _Request) -> _Graph:
@@ -594,6 +609,8 @@ class _Traversal:
             return _read_source(self.reader, ref, step)
         if isinstance(ref, MemoryCitation):
             return _read_citation(self.reader, ref, step)
+        if self.review:
+            return _read_reviewed_artifact(self.reader, ref, step)
         return _read_artifact(self.reader, ref, step)
 
     def _authorise(self, ref: EvidenceRef, step: _Step) -> None:
@@ -769,6 +786,52 @@ def _walk(reader: EvidenceReader, limits: _Limits, request: _Request,
             raise
         # After pinning, a reference that vanished or no longer anchors is drift.
         raise _drift("reference", cause=error.code, **error.details) from error
+
+
+# -- review -------------------------------------------------------------------------------------
+
+_UNBOUNDED = _Limits(max_items=sys.maxsize, max_bytes=sys.maxsize, max_nodes=sys.maxsize,
+                     max_edges=sys.maxsize, max_depth=sys.maxsize)
+
+
+@dataclass(frozen=True)
+class ReviewedEvidence:
+    """A Candidate's lineage as re-validated for review: the graph, and the root Sources its
+    direct Memory citations rest on (which a Candidate carries as direct Sources)."""
+
+    nodes: tuple[EvidenceNode, ...]
+    edges: tuple[tuple[str, str], ...]
+    citation_roots: tuple[SourceRef, ...]
+
+    def with_citation_roots(self, lineage: Lineage) -> Lineage:
+        return Lineage(sources=(*lineage.sources, *self.citation_roots),
+                       artifacts=lineage.artifacts, memory_citations=lineage.memory_citations)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": [node.to_dict() for node in self.nodes],
+                "edges": [list(edge) for edge in self.edges],
+                "citation_roots": [ref.to_dict() for ref in self.citation_roots]}
+
+
+def validate_for_review(reader: EvidenceReader, lineage: Lineage) -> ReviewedEvidence:
+    """Anchor §4.8: walk every reference of ``lineage`` with the current reviewer's rights.
+
+    No Dream budgets apply; Memory citations get the full anchor, hash and active checks
+    (direct and transitive), so an entry deactivated anywhere below blocks the review step.
+    """
+    request = _Request(lineage.sources, lineage.artifacts, lineage.memory_citations)
+    graph = _Traversal(reader, _UNBOUNDED, review=True).walk(request)
+    upstream = _upstream_index(graph.edges)
+    below_citations: set[str] = set()
+    for citation in lineage.memory_citations:
+        below_citations |= _reachable(evidence_id(citation), upstream)
+    roots = [graph.nodes[node_id].source for node_id in below_citations
+             if graph.nodes[node_id].role == ROOT]
+    return ReviewedEvidence(
+        nodes=tuple(graph.nodes[node_id] for node_id in sorted(graph.nodes)),
+        edges=tuple(sorted(graph.edges)),
+        citation_roots=normalise(ref for ref in roots if ref is not None),
+    )
 
 
 # -- selection -----------------------------------------------------------------------------------

@@ -139,6 +139,7 @@ class CandidateMachine(RuleBasedStateMachine):
         self.approved_version: int | None = None
         self.result: ArtifactRef | None = None
         self.decision_reason: str | None = None
+        self.rejected_version: int | None = None
         self.conflict: dict[str, Any] | None = None
         self.statuses_seen = [PENDING]
 
@@ -285,6 +286,13 @@ class CandidateMachine(RuleBasedStateMachine):
                                reviewer: str) -> None:
         version = self.resolve(expected)
         text, reason_code = reason if isinstance(reason, tuple) else (reason, None)
+        if (self.status == REJECTED and version == self.rejected_version
+                and text == self.decision_reason):
+            before = copy.deepcopy(self.candidate)
+            assert self.candidate.reject(version, text, reviewer) is False  # a replay
+            assert self.candidate == before
+            self.record(expect_events=0)
+            return
         code = (self.refusal_for(version) or reason_code
                 or ("invalid_identifier" if reviewer in BAD_PRINCIPALS else None))
         reject = partial(self.candidate.reject, version, text, reviewer)
@@ -292,7 +300,7 @@ class CandidateMachine(RuleBasedStateMachine):
             assert_refused(self.candidate, code, reject)
             return
         reject()
-        self.status, self.decision_reason = REJECTED, text
+        self.status, self.decision_reason, self.rejected_version = REJECTED, text, version
         self.record(expect_events=1)
 
     @rule(expected=expected_versions,
