@@ -1,0 +1,428 @@
+"""The knowledge read model: each Experience and Skill at its latest approved revision, searchable.
+
+An approved revision is one whose provenance ``kind`` is ``review`` (written by approving a
+Candidate). ``KnowledgeProjection`` keeps one row per such artifact: a later approved revision
+replaces it, a later management revision leaves it as it is, and an artifact with no approved
+revision has no row. Artifact ``Revised`` events carry no scope, family or id, so the view also
+keeps an identity row for every Experience and Skill created. Every other event only advances
+the tracking position, so ``wait(position)`` works for any command's position.
+
+Full-text search runs over ``search_text`` (the content's prose fields joined by newlines): on
+SQLite through an FTS5 table (``porter unicode61``), on PostgreSQL through a generated
+``tsvector`` (``english``) with a GIN index. User text is reduced to its words before it
+reaches either engine, so no query string can cause a syntax error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+
+from domain.artifact import Artifact
+from domain.errors import InvalidRequestError
+from domain.identity import canonical_json
+from domain.refs import EXPERIENCE, SKILL, Lineage
+from projections.base import (
+    PostgresProjectionView,
+    ProjectionSpec,
+    ProjectionView,
+    Row,
+    SQLiteProjectionView,
+    ViewCursor,
+)
+from projections.review_inbox import stored_text
+from projections.runs import check_limit, from_micros, to_micros
+
+DEFAULT_LIMIT = 20
+KNOWLEDGE_FAMILIES = (EXPERIENCE, SKILL)
+REVIEW = "review"  # provenance kind of a revision written by approving a Candidate
+Q_MAX_CHARS = 256
+EXPERIENCE_TEXT_FIELDS = ("situation", "action", "outcome", "lesson", "failure")
+SKILL_TEXT_FIELDS = ("name", "description", "instructions")
+_WORD = re.compile(r"[^\W_]+")  # runs of Unicode letters and digits
+
+# (column, type, constraint). Types are the dialect's: key (byte-ordered text), text, int.
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("aggregate_id", "key", "PRIMARY KEY"),
+    ("scope_id", "key", "NOT NULL"),
+    ("family", "key", "NOT NULL"),
+    ("artifact_id", "key", "NOT NULL"),
+    ("revision", "int", "NOT NULL"),
+    ("content", "text", "NOT NULL"),
+    ("lineage", "text", "NOT NULL"),
+    ("candidate_id", "text", "NOT NULL"),
+    ("candidate_version", "int", "NOT NULL"),
+    ("proposer", "text", "NOT NULL"),
+    ("approver", "text", "NOT NULL"),
+    ("run_id", "text", ""),
+    ("package_digest", "text", ""),
+    ("approved_at", "int", "NOT NULL"),
+    ("position", "int", "NOT NULL"),
+    ("created_position", "int", "NOT NULL UNIQUE"),  # the artifact's Created event; FTS rowid
+    ("search_text", "text", "NOT NULL"),
+)
+ITEM_COLUMNS = tuple(name for name, _, _ in COLUMNS
+                     if name not in ("aggregate_id", "created_position", "search_text"))
+IDENTITY_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("aggregate_id", "key", "PRIMARY KEY"),
+    ("scope_id", "key", "NOT NULL"),
+    ("family", "key", "NOT NULL"),
+    ("artifact_id", "key", "NOT NULL"),
+    ("created_position", "int", "NOT NULL"),
+)
+NEWEST = "approved_at DESC, artifact_id, family"
+
+
+# -- values -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KnowledgeItem:
+    """An Experience or Skill at its latest approved revision.
+
+    ``rank`` is set by a text search only: larger is more relevant (SQLite: ``-bm25``,
+    PostgreSQL: ``ts_rank``; the two scales differ).
+    """
+
+    scope_id: str
+    family: str
+    artifact_id: str
+    revision: int
+    content: Mapping[str, Any]
+    lineage: Mapping[str, Any]
+    candidate_id: str
+    candidate_version: int
+    proposer: str
+    approver: str
+    run_id: str | None
+    package_digest: str | None
+    approved_at: datetime
+    position: int
+    rank: float | None = None
+
+
+@dataclass(frozen=True)
+class ApprovedRevision:
+    """What an approved revision puts in the knowledge row."""
+
+    aggregate_id: UUID
+    revision: int
+    content: Mapping[str, Any]
+    lineage: Lineage
+    provenance: Mapping[str, Any]
+    approved_at: datetime
+
+
+def is_approved(provenance: Mapping[str, Any]) -> bool:
+    return provenance.get("kind") == REVIEW
+
+
+def search_text(family: str, content: Mapping[str, Any]) -> str:
+    """The prose of a content object, one field a line, in a fixed field order."""
+    fields = EXPERIENCE_TEXT_FIELDS if family == EXPERIENCE else SKILL_TEXT_FIELDS
+    parts = [content[name] for name in fields if isinstance(content.get(name), str)]
+    if family == SKILL:
+        parts += [item for item in content.get("validation", ()) if isinstance(item, str)]
+    return stored_text("\n".join(parts))
+
+
+def query_words(q: object) -> list[str]:
+    """The words of a search string; ``invalid_request`` (field ``q``) when there are none."""
+    if not isinstance(q, str) or not 1 <= len(q.strip()) <= Q_MAX_CHARS:
+        raise InvalidRequestError(f"q must be 1-{Q_MAX_CHARS} characters after trimming",
+                                  field="q")
+    words = _WORD.findall(q)
+    if not words:
+        raise InvalidRequestError("q must contain at least one letter or digit", field="q")
+    return words
+
+
+def check_knowledge_family(family: object) -> str | None:
+    if family is None:
+        return None
+    if family not in KNOWLEDGE_FAMILIES:
+        raise InvalidRequestError(f"family must be one of {', '.join(KNOWLEDGE_FAMILIES)}",
+                                  field="family", family=family)
+    return str(family)
+
+
+# -- the view ---------------------------------------------------------------------------------
+
+
+class KnowledgeView(ProjectionView, ABC):
+    """Commands take the ``Tracking`` of the event they apply; queries read committed rows.
+
+    Shared SQL lives here, written against the backend's ``dialect``; the SQLite and
+    PostgreSQL subclasses add the text index (:meth:`search_statements`), keep it in step
+    (:meth:`_index_text`) and rank matches (:meth:`_search_sql`).
+    """
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    def view_tables(self) -> list[str]:
+        return [self.table(), self.table("_identity")]
+
+    def view_statements(self) -> list[str]:
+        table, identity = self.table(), self.table("_identity")
+        return [
+            f"CREATE TABLE IF NOT EXISTS {table} ({self._columns(COLUMNS)}, "
+            "UNIQUE (scope_id, family, artifact_id))",
+            f"CREATE INDEX IF NOT EXISTS {self.index('newest')} "
+            f"ON {table} (scope_id, {NEWEST})",
+            f"CREATE INDEX IF NOT EXISTS {self.index('family_newest')} "
+            f"ON {table} (scope_id, family, {NEWEST})",
+            f"CREATE TABLE IF NOT EXISTS {identity} ({self._columns(IDENTITY_COLUMNS)})",
+            *self.search_statements(),
+        ]
+
+    @abstractmethod
+    def search_statements(self) -> list[str]:
+        """The backend's full-text index over ``search_text``."""
+
+    def _columns(self, columns: tuple[tuple[str, str, str], ...]) -> str:
+        kinds = {"key": self.dialect.sortable_text, "text": self.dialect.text,
+                 "int": self.dialect.integer}
+        return ", ".join(f"{name} {kinds[kind]} {constraint}".rstrip()
+                         for name, kind, constraint in columns)
+
+    # -- commands -------------------------------------------------------------------------------
+
+    def artifact_created(self, aggregate_id: UUID, scope_id: str, family: str,
+                         artifact_id: str, tracking: Tracking,
+                         approved: ApprovedRevision | None = None) -> None:
+        """An Experience or Skill exists; with ``approved``, its first revision is knowledge."""
+        values: dict[str, object] = {
+            "aggregate_id": str(aggregate_id), "scope_id": scope_id, "family": family,
+            "artifact_id": artifact_id, "created_position": tracking.notification_id}
+        names = ", ".join(values)
+        params = ", ".join(self.dialect.param(name) for name in values)
+        with self.tracked(tracking) as cursor:
+            cursor.execute(
+                f"INSERT INTO {self.table('_identity')} ({names}) VALUES ({params})", values)
+            if approved is not None:
+                self._upsert(cursor, values, approved, tracking)
+
+    def revision_approved(self, approved: ApprovedRevision, tracking: Tracking) -> None:
+        """An approved revision of an Experience or Skill replaces its knowledge row.
+
+        Revisions of artifacts without an identity row (Prompts) only record tracking.
+        """
+        p = self.dialect.param
+        with self.tracked(tracking) as cursor:
+            cursor.execute(
+                f"SELECT aggregate_id, scope_id, family, artifact_id, created_position "
+                f"FROM {self.table('_identity')} WHERE aggregate_id = {p('aggregate_id')}",
+                {"aggregate_id": str(approved.aggregate_id)})
+            identity = cursor.fetchone()
+            if identity is not None:
+                self._upsert(cursor, dict(identity), approved, tracking)
+
+    def _upsert(self, cursor: ViewCursor, identity: Mapping[str, Any],
+                approved: ApprovedRevision, tracking: Tracking) -> None:
+        provenance = approved.provenance
+        family = identity["family"]
+        try:
+            values: dict[str, object] = {
+                **identity, "revision": approved.revision,
+                "content": canonical_json(dict(approved.content)),
+                "lineage": canonical_json(approved.lineage.to_dict()),
+                "candidate_id": str(provenance["candidate_id"]),
+                "candidate_version": int(provenance["candidate_version"]),
+                "proposer": str(provenance["proposer"]),
+                "approver": str(provenance["approver"]),
+                "run_id": provenance.get("run_id"),
+                "package_digest": provenance.get("package_digest") if family == SKILL else None,
+                "approved_at": to_micros(approved.approved_at),
+                "position": tracking.notification_id,
+                "search_text": search_text(family, approved.content),
+            }
+        except (KeyError, TypeError, ValueError) as error:
+            msg = (f"approved revision {approved.revision} of {approved.aggregate_id} has "
+                   f"incomplete review provenance: {error!r}")
+            raise ValueError(msg) from error
+        names = ", ".join(values)
+        params = ", ".join(self.dialect.param(name) for name in values)
+        updates = ", ".join(f"{name} = excluded.{name}" for name in values
+                            if name != "aggregate_id")
+        cursor.execute(
+            f"INSERT INTO {self.table()} ({names}) VALUES ({params}) "
+            f"ON CONFLICT (aggregate_id) DO UPDATE SET {updates}", values)
+        self._index_text(cursor, int(identity["created_position"]), str(values["search_text"]))
+
+    def _index_text(self, cursor: ViewCursor, doc_id: int, text: str) -> None:
+        """Keep a separate text index in step with a knowledge row (a generated one needs not)."""
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def search(self, scope_id: str, q: str | None = None, *, family: str | None = None,
+               limit: int = DEFAULT_LIMIT) -> list[KnowledgeItem]:
+        """Items matching every word of ``q``, most relevant first (ties by artifact id).
+
+        Without ``q``: the newest approvals first.
+        """
+        words = None if q is None else query_words(q)
+        check_knowledge_family(family)
+        check_limit(limit)
+        params: dict[str, object] = {"scope_id": scope_id, "family": family, "limit": limit}
+        p = self.dialect.param
+        conditions = [f"k.scope_id = {p('scope_id')}"]
+        if family is not None:
+            conditions.append(f"k.family = {p('family')}")
+        columns = ", ".join(f"k.{name}" for name in ITEM_COLUMNS)
+        if words is None:
+            statement = (f"SELECT {columns} FROM {self.table()} AS k "
+                         f"WHERE {' AND '.join(conditions)} ORDER BY {NEWEST} "
+                         f"LIMIT {p('limit')}")
+        else:
+            params["query"] = self._query_text(words)
+            statement = self._search_sql(columns, " AND ".join(conditions))
+        return [_item(row) for row in self._select(statement, params)]
+
+    def get_knowledge(self, scope_id: str, family: str, artifact_id: str,
+                      ) -> KnowledgeItem | None:
+        p = self.dialect.param
+        rows = self._select(
+            f"SELECT {', '.join(ITEM_COLUMNS)} FROM {self.table()} "
+            f"WHERE scope_id = {p('scope_id')} AND family = {p('family')} "
+            f"AND artifact_id = {p('artifact_id')}",
+            {"scope_id": scope_id, "family": family, "artifact_id": artifact_id})
+        return _item(rows[0]) if rows else None
+
+    def count(self, scope_id: str) -> int:
+        rows = self._select(
+            f"SELECT COUNT(*) AS n FROM {self.table()} "
+            f"WHERE scope_id = {self.dialect.param('scope_id')}", {"scope_id": scope_id})
+        return int(rows[0]["n"])
+
+    @abstractmethod
+    def _query_text(self, words: list[str]) -> str:
+        """The words as the backend's query parameter ``query``."""
+
+    @abstractmethod
+    def _search_sql(self, columns: str, where: str) -> str:
+        """Rows of ``k`` (this view's table) matching ``query`` and ``where``, with a ``rank``
+        column (larger: more relevant), ordered by rank then artifact id, up to ``limit``."""
+
+
+def _item(row: Row) -> KnowledgeItem:
+    values = {name: row[name] for name in ITEM_COLUMNS}
+    values["content"] = json.loads(row["content"])
+    values["lineage"] = json.loads(row["lineage"])
+    values["approved_at"] = from_micros(row["approved_at"])
+    rank = row["rank"] if "rank" in row.keys() else None  # noqa: SIM118 (sqlite3.Row)
+    return KnowledgeItem(**values, rank=None if rank is None else float(rank))
+
+
+class SQLiteKnowledgeView(SQLiteProjectionView, KnowledgeView):
+    """Tables ``knowledge``, ``knowledge_identity`` and the FTS5 table ``knowledge_fts`` in
+    ``<data_dir>/views/knowledge.sqlite3``."""
+
+    table_prefix = "knowledge"
+
+    def view_tables(self) -> list[str]:
+        return [*super().view_tables(), self.table("_fts")]
+
+    def search_statements(self) -> list[str]:
+        # A plain FTS5 table whose rowid is the knowledge row's created_position (a stable
+        # integer: an implicit rowid may change on VACUUM).
+        return [f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.table('_fts')} "
+                "USING fts5(search_text, tokenize = 'porter unicode61')"]
+
+    def _index_text(self, cursor: ViewCursor, doc_id: int, text: str) -> None:
+        fts, p = self.table("_fts"), self.dialect.param
+        cursor.execute(f"DELETE FROM {fts} WHERE rowid = {p('doc_id')}", {"doc_id": doc_id})
+        cursor.execute(f"INSERT INTO {fts} (rowid, search_text) "
+                       f"VALUES ({p('doc_id')}, {p('text')})", {"doc_id": doc_id, "text": text})
+
+    def _query_text(self, words: list[str]) -> str:
+        # Each word a quoted phrase (a word never contains a quote); juxtaposition is AND.
+        return " ".join(f'"{word}"' for word in words)
+
+    def _search_sql(self, columns: str, where: str) -> str:
+        fts, p = self.table("_fts"), self.dialect.param
+        return (f"SELECT {columns}, -bm25({fts}) AS rank FROM {fts} "
+                f"JOIN {self.table()} AS k ON k.created_position = {fts}.rowid "
+                f"WHERE {fts} MATCH {p('query')} AND {where} "
+                f"ORDER BY rank DESC, k.artifact_id, k.family LIMIT {p('limit')}")
+
+
+class PostgresKnowledgeView(PostgresProjectionView, KnowledgeView):
+    """Tables ``knowledge`` (with a generated ``search_vector`` and its GIN index) and
+    ``knowledge_identity``, next to ``knowledge_tracking``, in the write model's database."""
+
+    def search_statements(self) -> list[str]:
+        table = self.table()
+        return [
+            f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS search_vector tsvector "
+            "GENERATED ALWAYS AS (to_tsvector('english'::regconfig, search_text)) STORED",
+            f"CREATE INDEX IF NOT EXISTS {self.index('search')} "
+            f"ON {table} USING GIN (search_vector)",
+        ]
+
+    def _query_text(self, words: list[str]) -> str:
+        return " ".join(words)
+
+    def _search_sql(self, columns: str, where: str) -> str:
+        p = self.dialect.param
+        return (f"SELECT {columns}, ts_rank(k.search_vector, words) AS rank "
+                f"FROM {self.table()} AS k, plainto_tsquery('english', {p('query')}) AS words "
+                f"WHERE k.search_vector @@ words AND {where} "
+                f"ORDER BY rank DESC, k.artifact_id, k.family LIMIT {p('limit')}")
+
+
+# -- the projection ---------------------------------------------------------------------------
+
+
+class KnowledgeProjection(Projection[KnowledgeView]):
+    """Experience and Skill events change rows; every other event still records its tracking
+    position.
+
+    ``topics`` stays empty on purpose: a filtered subscription would never see the positions
+    of other events, and ``wait(position)`` for them would time out.
+    """
+
+    name = "knowledge"
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        """Events that do not change knowledge (other aggregates, Memory entries)."""
+        self.view.insert_tracking(tracking)
+
+    @process_event.register
+    def _created(self, domain_event: Artifact.Created, tracking: Tracking) -> None:
+        if domain_event.family not in KNOWLEDGE_FAMILIES:
+            self.view.insert_tracking(tracking)
+            return
+        approved = None
+        if is_approved(domain_event.provenance):
+            approved = ApprovedRevision(domain_event.originator_id, 1, domain_event.content,
+                                        domain_event.lineage, domain_event.provenance,
+                                        domain_event.timestamp)
+        self.view.artifact_created(domain_event.originator_id, domain_event.scope_id,
+                                   domain_event.family, domain_event.artifact_id, tracking,
+                                   approved)
+
+    @process_event.register
+    def _revised(self, domain_event: Artifact.Revised, tracking: Tracking) -> None:
+        if not is_approved(domain_event.provenance):
+            self.view.insert_tracking(tracking)
+            return
+        self.view.revision_approved(
+            ApprovedRevision(domain_event.originator_id, domain_event.revision,
+                             domain_event.content, domain_event.lineage,
+                             domain_event.provenance, domain_event.timestamp),
+            tracking)
+
+
+KNOWLEDGE = ProjectionSpec(KnowledgeProjection, sqlite_view=SQLiteKnowledgeView,
+                           postgres_view=PostgresKnowledgeView)
