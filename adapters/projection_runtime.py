@@ -62,7 +62,7 @@ class RunningProjection(Generic[TView]):
     def __init__(self, spec: ProjectionSpec[TView], settings: Settings) -> None:
         self.spec = spec
         self._runner: ProjectionRunner[Application[Any], TView] = ProjectionRunner(
-            application_class=spec.application, projection_class=spec.projection,
+            application_class=spec.application, projection_class=spec.runnable,
             view_class=spec.view_class(postgres=settings.uses_postgres),
             env=projection_env(settings, spec.name))
         self._runner.__enter__()

@@ -3,7 +3,8 @@
 Runs are written to the real write model (``app.commit``) and followed by the real runner:
 read-your-writes, keyset pages that never overlap or skip while runs keep arriving, filters,
 ``invalid_cursor`` and limit bounds, exactly-once tracking, a rebuilt view equal to the live
-one, resuming after a restart, a failing runner that is never silent, and list latency at
+one, resuming after a restart, poison events kept as dead letters, a store failure that is
+never silent, and list latency at
 5,000 runs.
 """
 
@@ -18,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.persistence import IntegrityError, PersistenceError, Tracking
 
 from adapters.projection_runtime import (
     ProjectionFailedError,
@@ -423,23 +424,55 @@ def test_the_runner_resumes_from_its_tracking_position_after_a_restart(
 # -- failures are never silent --------------------------------------------------------------
 
 
-def test_a_failing_runner_surfaces_its_first_error(settings: Settings, app: Dreaming,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def drop_the_table(view: RunsView) -> None:
+    """A store failure the runner cannot apply events past (not the event's fault)."""
+    with view._writing() as cursor:
+        cursor.execute(f"DROP TABLE {view.table()}", {})
+
+
+def test_a_poison_event_becomes_a_dead_letter_and_the_view_moves_on(
+        settings: Settings, app: Dreaming, running: Running,
+        caplog: pytest.LogCaptureFixture) -> None:
+    run = accept("scope-x", "run-1", T0)
+    running.wait(app.commit(run))
+    running.view.reset()  # the run's row vanishes behind the runner's back
+    start(run, T0 + timedelta(seconds=1))
+    with caplog.at_level(logging.ERROR, logger="projections.base"):
+        poisoned = app.commit(run)
+        running.wait(poisoned)
+    [letter] = running.view.dead_letters()
+    assert (letter.notification_id, letter.originator_id, letter.originator_version) == (
+        poisoned, str(run.id), run.version)
+    assert letter.topic.endswith("DreamRun.AttemptStarted")
+    assert letter.error_type == "LookupError"
+    assert "no row for run" in letter.error
+    assert "is a dead letter" in caplog.text
+    later = accept("scope-x", "run-2", T0)
+    running.wait(app.commit(later))  # the events after it are still applied
+    assert [row.run_id for row in all_pages(running.view, "scope-x")] == ["run-2"]
+    assert running.failure is None
+    assert running.view.dead_letter_count() == 1
+    running.view.reset()
+    assert running.view.dead_letter_count() == 0  # a rebuild starts clean
+
+
+def test_a_store_failure_stops_the_runner_and_surfaces_its_error(
+        settings: Settings, app: Dreaming, caplog: pytest.LogCaptureFixture) -> None:
     run = accept("scope-x", "run-1", T0)
     running = start_projection(RUNS, settings)
     try:
         running.wait(app.commit(run))
-        running.view.reset()  # the run's row vanishes behind the runner's back
+        drop_the_table(running.view)
         start(run, T0 + timedelta(seconds=1))
         with caplog.at_level(logging.ERROR, logger="adapters.projection_runtime"):
             with pytest.raises(ProjectionFailedError) as caught:
                 running.wait(app.commit(run))
-            assert isinstance(caught.value.__cause__, LookupError)
+            assert isinstance(caught.value.__cause__, PersistenceError)
             deadline = time.monotonic() + 5
             while "stopped at position" not in caplog.text and time.monotonic() < deadline:
                 time.sleep(0.01)
         assert "projection 'runs' stopped at position" in caplog.text
-        assert isinstance(running.failure, LookupError)
+        assert isinstance(running.failure, PersistenceError)
         with pytest.raises(ProjectionFailedError):
             running.raise_if_failed()
     finally:
@@ -450,7 +483,7 @@ def test_stopping_raises_a_failure_nobody_has_seen(settings: Settings, app: Drea
     run = accept("scope-x", "run-1", T0)
     running = start_projection(RUNS, settings)
     running.wait(app.commit(run))
-    running.view.reset()
+    drop_the_table(running.view)
     start(run, T0 + timedelta(seconds=1))
     app.commit(run)
     deadline = time.monotonic() + 5
