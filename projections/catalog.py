@@ -1,0 +1,24 @@
+"""Every read model the service maintains, in the order they are started and verified."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from projections.analytics import ANALYTICS
+from projections.base import ProjectionSpec
+from projections.knowledge import KNOWLEDGE
+from projections.provenance import PROVENANCE
+from projections.review_inbox import REVIEW_INBOX
+from projections.runs import RUNS
+
+READ_MODELS: tuple[ProjectionSpec[Any], ...] = (RUNS, REVIEW_INBOX, KNOWLEDGE, PROVENANCE,
+                                                 ANALYTICS)
+
+
+def read_model(name: str) -> ProjectionSpec[Any]:
+    for spec in READ_MODELS:
+        if spec.name == name:
+            return spec
+    known = ", ".join(spec.name for spec in READ_MODELS)
+    msg = f"no read model {name!r}; choose from {known}"
+    raise KeyError(msg)

@@ -1,0 +1,431 @@
+"""The provenance read model: a reverse index of lineage, for impact analysis and erasure.
+
+Each row of ``provenance_edges`` says that one node *depends on* another, in one scope. Nodes
+are exact versions, never "the latest":
+
+- ``artifact_revision`` ``"<family>/<artifact_id>@<revision>"``
+- ``candidate_version`` ``"<candidate_id>@<version>"``
+- ``entry_version`` ``"<memory_id>/<entry_id>@<entry_version_id>"``
+- ``source`` ``"<source_type>/<source_id>"`` (``%`` and ``/`` in the source type are
+  percent-encoded, so the first ``/`` always separates the two parts)
+
+Edges come from every Artifact revision's lineage, every Candidate version's lineage, every
+Memory entry version's sources and artifacts, and every approval (the resulting Artifact
+revision depends on the approved Candidate version). The table is indexed both ways:
+:meth:`ProvenanceView.impact` walks it downstream with a recursive CTE that runs unchanged on
+SQLite and PostgreSQL, :meth:`ProvenanceView.dependencies` reads one step upstream.
+
+Artifact ``Revised``, Memory entry and Candidate ``Revised``/``Approved`` events carry no
+scope or name, so the view keeps an identity row for every Artifact and Candidate created.
+Every other event only advances the tracking position, so ``wait(position)`` works for any
+command's position.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+
+from domain.artifact import Artifact
+from domain.candidate import Candidate
+from domain.errors import InvalidRequestError
+from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
+from projections.base import (
+    PostgresProjectionView,
+    ProjectionSpec,
+    ProjectionView,
+    Row,
+    SQLiteProjectionView,
+    ViewCursor,
+)
+
+ARTIFACT_REVISION = "artifact_revision"
+CANDIDATE_VERSION = "candidate_version"
+ENTRY_VERSION = "entry_version"
+SOURCE = "source"
+NODE_KINDS = (ARTIFACT_REVISION, CANDIDATE_VERSION, ENTRY_VERSION, SOURCE)
+ARTIFACT = "artifact"  # aggregate types in the identity table
+CANDIDATE = "candidate"
+DEFAULT_MAX_DEPTH = 50
+MAX_DEPTH = 1000
+
+# (column, type, constraint). Types are the dialect's: key (byte-ordered text), int.
+EDGE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("scope_id", "key", "NOT NULL"),
+    ("dependent_kind", "key", "NOT NULL"),
+    ("dependent_key", "key", "NOT NULL"),
+    ("dependency_kind", "key", "NOT NULL"),
+    ("dependency_key", "key", "NOT NULL"),
+    ("position", "int", "NOT NULL"),
+)
+IDENTITY_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("aggregate_id", "key", "PRIMARY KEY"),
+    ("scope_id", "key", "NOT NULL"),
+    ("aggregate_type", "key", "NOT NULL"),
+    ("family", "key", "NOT NULL"),
+    ("name", "key", "NOT NULL"),
+)
+DOWNSTREAM = "scope_id, dependency_kind, dependency_key, dependent_kind, dependent_key"
+UPSTREAM = "scope_id, dependent_kind, dependent_key, dependency_kind, dependency_key"
+
+
+# -- nodes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Node:
+    """One exact thing in the lineage graph: a ``kind`` from :data:`NODE_KINDS` and its key."""
+
+    kind: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Dependent:
+    """A node that depends on the queried one, ``depth`` edges away at the least (1: direct)."""
+
+    kind: str
+    key: str
+    depth: int
+
+    @property
+    def node(self) -> Node:
+        return Node(self.kind, self.key)
+
+
+@dataclass(frozen=True, order=True)
+class Edge:
+    """``dependent`` depends on ``dependency``; ``position`` is the event that said so first."""
+
+    dependent: Node
+    dependency: Node
+    position: int
+
+
+def _escape_source_type(source_type: str) -> str:
+    return source_type.replace("%", "%25").replace("/", "%2F")
+
+
+def source_key(ref: SourceRef) -> str:
+    return f"{_escape_source_type(ref.source_type)}/{ref.source_id}"
+
+
+def artifact_key(ref: ArtifactRef) -> str:
+    return f"{ref.family}/{ref.artifact_id}@{ref.revision}"
+
+
+def entry_key(memory_id: str, entry_id: str, entry_version_id: str) -> str:
+    return f"{memory_id}/{entry_id}@{entry_version_id}"
+
+
+def candidate_key(candidate_id: str, version: int) -> str:
+    return f"{candidate_id}@{version}"
+
+
+def node(ref: SourceRef | ArtifactRef | MemoryCitation) -> Node:
+    """The node a lineage reference points at (a citation: its exact entry version)."""
+    if isinstance(ref, SourceRef):
+        return Node(SOURCE, source_key(ref))
+    if isinstance(ref, ArtifactRef):
+        return Node(ARTIFACT_REVISION, artifact_key(ref))
+    return entry_node(ref.memory_ref.artifact_id, ref.entry_id, ref.entry_version_id)
+
+
+def node_key(ref: SourceRef | ArtifactRef | MemoryCitation) -> str:
+    """The key of the node a reference points at, as stored in ``provenance_edges``."""
+    return node(ref).key
+
+
+def entry_node(memory_id: str, entry_id: str, entry_version_id: str) -> Node:
+    return Node(ENTRY_VERSION, entry_key(memory_id, entry_id, entry_version_id))
+
+
+def candidate_node(candidate_id: str, version: int) -> Node:
+    return Node(CANDIDATE_VERSION, candidate_key(candidate_id, version))
+
+
+def lineage_nodes(lineage: Lineage) -> list[Node]:
+    """Everything a lineage names: its Sources, Artifact revisions and cited entry versions."""
+    refs: list[SourceRef | ArtifactRef | MemoryCitation] = [
+        *lineage.sources, *lineage.artifacts, *lineage.memory_citations]
+    return [node(ref) for ref in refs]
+
+
+def check_node_kind(kind: object) -> str:
+    if kind not in NODE_KINDS:
+        raise InvalidRequestError(f"kind must be one of {', '.join(NODE_KINDS)}",
+                                  field="kind", kind=kind)
+    return str(kind)
+
+
+def check_max_depth(max_depth: object) -> int:
+    if type(max_depth) is not int or not 1 <= max_depth <= MAX_DEPTH:
+        raise InvalidRequestError(f"max_depth must be an integer in [1, {MAX_DEPTH}]",
+                                  field="max_depth", max_depth=max_depth, maximum=MAX_DEPTH)
+    return max_depth
+
+
+# -- the view ---------------------------------------------------------------------------------
+
+
+class ProvenanceView(ProjectionView, ABC):
+    """Commands take the ``Tracking`` of the event they apply; queries read committed rows.
+
+    The SQL lives here once, written against the backend's ``dialect``; the SQLite and
+    PostgreSQL subclasses only say where the tables are.
+    """
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    def view_tables(self) -> list[str]:
+        return [self.table("_edges"), self.table("_identity")]
+
+    def view_statements(self) -> list[str]:
+        edges, identity = self.table("_edges"), self.table("_identity")
+        return [
+            f"CREATE TABLE IF NOT EXISTS {edges} ({self._columns(EDGE_COLUMNS)}, "
+            f"PRIMARY KEY ({DOWNSTREAM}))",
+            f"CREATE INDEX IF NOT EXISTS {self.index('upstream')} ON {edges} ({UPSTREAM})",
+            f"CREATE TABLE IF NOT EXISTS {identity} ({self._columns(IDENTITY_COLUMNS)})",
+        ]
+
+    def _columns(self, columns: tuple[tuple[str, str, str], ...]) -> str:
+        kinds = {"key": self.dialect.sortable_text, "int": self.dialect.integer}
+        return ", ".join(f"{name} {kinds[kind]} {constraint}".rstrip()
+                         for name, kind, constraint in columns)
+
+    # -- commands -------------------------------------------------------------------------------
+
+    def artifact_created(self, aggregate_id: UUID, scope_id: str, family: str,
+                         artifact_id: str, lineage: Lineage, tracking: Tracking) -> None:
+        """Revision 1 of an Artifact depends on its lineage; later events find it by id."""
+        with self.tracked(tracking) as cursor:
+            self._identify(cursor, aggregate_id, scope_id, ARTIFACT, family, artifact_id)
+            dependent = Node(ARTIFACT_REVISION,
+                             artifact_key(ArtifactRef(family, artifact_id, 1)))
+            self._depends(cursor, scope_id, dependent, lineage_nodes(lineage), tracking)
+
+    def artifact_revised(self, aggregate_id: UUID, revision: int, lineage: Lineage,
+                         tracking: Tracking) -> None:
+        with self.tracked(tracking) as cursor:
+            scope_id, family, artifact_id = self._identity(cursor, aggregate_id, ARTIFACT)
+            dependent = Node(ARTIFACT_REVISION,
+                             artifact_key(ArtifactRef(family, artifact_id, revision)))
+            self._depends(cursor, scope_id, dependent, lineage_nodes(lineage), tracking)
+
+    def entry_versioned(self, aggregate_id: UUID, entry_id: str, entry_version_id: str,
+                        sources: Sequence[SourceRef], artifacts: Sequence[ArtifactRef],
+                        tracking: Tracking) -> None:
+        """A new Memory entry version depends on the Sources and Artifacts it names."""
+        with self.tracked(tracking) as cursor:
+            scope_id, _, memory_id = self._identity(cursor, aggregate_id, ARTIFACT)
+            refs: list[SourceRef | ArtifactRef] = [*sources, *artifacts]
+            self._depends(cursor, scope_id, entry_node(memory_id, entry_id, entry_version_id),
+                          [node(ref) for ref in refs], tracking)
+
+    def candidate_proposed(self, aggregate_id: UUID, scope_id: str, candidate_id: str,
+                           family: str, lineage: Lineage, tracking: Tracking) -> None:
+        with self.tracked(tracking) as cursor:
+            self._identify(cursor, aggregate_id, scope_id, CANDIDATE, family, candidate_id)
+            self._depends(cursor, scope_id, candidate_node(candidate_id, 1),
+                          lineage_nodes(lineage), tracking)
+
+    def candidate_revised(self, aggregate_id: UUID, version: int, lineage: Lineage,
+                          tracking: Tracking) -> None:
+        with self.tracked(tracking) as cursor:
+            scope_id, _, candidate_id = self._identity(cursor, aggregate_id, CANDIDATE)
+            self._depends(cursor, scope_id, candidate_node(candidate_id, version),
+                          lineage_nodes(lineage), tracking)
+
+    def candidate_approved(self, aggregate_id: UUID, version: int, result: ArtifactRef,
+                           tracking: Tracking) -> None:
+        """The Artifact revision an approval wrote depends on the approved Candidate version."""
+        with self.tracked(tracking) as cursor:
+            scope_id, _, candidate_id = self._identity(cursor, aggregate_id, CANDIDATE)
+            self._depends(cursor, scope_id, node(result),
+                          [candidate_node(candidate_id, version)], tracking)
+
+    def _identify(self, cursor: ViewCursor, aggregate_id: UUID, scope_id: str,
+                  aggregate_type: str, family: str, name: str) -> None:
+        values = {"aggregate_id": str(aggregate_id), "scope_id": scope_id,
+                  "aggregate_type": aggregate_type, "family": family, "name": name}
+        names = ", ".join(values)
+        params = ", ".join(self.dialect.param(column) for column in values)
+        cursor.execute(f"INSERT INTO {self.table('_identity')} ({names}) VALUES ({params})",
+                       values)
+
+    def _identity(self, cursor: ViewCursor, aggregate_id: UUID,
+                  aggregate_type: str) -> tuple[str, str, str]:
+        """``(scope_id, family, name)`` of an aggregate whose creation this view applied."""
+        p = self.dialect.param
+        cursor.execute(
+            f"SELECT scope_id, family, name FROM {self.table('_identity')} "
+            f"WHERE aggregate_id = {p('aggregate_id')} AND aggregate_type = {p('type')}",
+            {"aggregate_id": str(aggregate_id), "type": aggregate_type})
+        row = cursor.fetchone()
+        if row is None:
+            msg = (f"the {self.table('_identity')} view has no {aggregate_type} "
+                   f"{aggregate_id}; rebuild the view")
+            raise LookupError(msg)
+        return str(row["scope_id"]), str(row["family"]), str(row["name"])
+
+    def _depends(self, cursor: ViewCursor, scope_id: str, dependent: Node,
+                 dependencies: Iterable[Node], tracking: Tracking) -> None:
+        p = self.dialect.param
+        columns = [name for name, _, _ in EDGE_COLUMNS]
+        statement = (f"INSERT INTO {self.table('_edges')} ({', '.join(columns)}) "
+                     f"VALUES ({', '.join(p(name) for name in columns)}) "
+                     f"ON CONFLICT ({DOWNSTREAM}) DO NOTHING")
+        for dependency in sorted(set(dependencies)):
+            cursor.execute(statement, {
+                "scope_id": scope_id, "dependent_kind": dependent.kind,
+                "dependent_key": dependent.key, "dependency_kind": dependency.kind,
+                "dependency_key": dependency.key, "position": tracking.notification_id})
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def impact(self, scope_id: str, kind: str, key: str, *,
+               max_depth: int = DEFAULT_MAX_DEPTH) -> list[Dependent]:
+        """Everything in the scope that depends on the node, transitively, up to ``max_depth``
+        edges away; each with its least depth, ordered by depth, kind, key.
+
+        The node itself is never listed (even when a cycle leads back to it). Cycles
+        terminate: the walk stops at ``max_depth`` and ``UNION`` drops repeated rows.
+        """
+        check_node_kind(kind)
+        check_max_depth(max_depth)
+        return [Dependent(row["kind"], row["key"], int(row["depth"])) for row in self._select(
+            self._impact_sql(), {"scope_id": scope_id, "kind": kind, "key": key,
+                                 "max_depth": max_depth})]
+
+    def dependencies(self, scope_id: str, kind: str, key: str) -> list[Node]:
+        """What the node depends on directly, ordered by kind and key."""
+        check_node_kind(kind)
+        p = self.dialect.param
+        rows = self._select(
+            f"SELECT dependency_kind, dependency_key FROM {self.table('_edges')} "
+            f"WHERE scope_id = {p('scope_id')} AND dependent_kind = {p('kind')} "
+            f"AND dependent_key = {p('key')} ORDER BY dependency_kind, dependency_key",
+            {"scope_id": scope_id, "kind": kind, "key": key})
+        return [Node(row["dependency_kind"], row["dependency_key"]) for row in rows]
+
+    def edges(self, scope_id: str) -> list[Edge]:
+        """Every edge of one scope, in a fixed order (for audits and rebuild comparisons)."""
+        rows = self._select(
+            f"SELECT {', '.join(name for name, _, _ in EDGE_COLUMNS)} "
+            f"FROM {self.table('_edges')} WHERE scope_id = {self.dialect.param('scope_id')} "
+            f"ORDER BY {UPSTREAM}", {"scope_id": scope_id})
+        return [_edge(row) for row in rows]
+
+    def count_edges(self, scope_id: str | None = None) -> int:
+        """Edges in one scope, or in the whole view."""
+        where = "" if scope_id is None else f" WHERE scope_id = {self.dialect.param('scope_id')}"
+        rows = self._select(f"SELECT COUNT(*) AS n FROM {self.table('_edges')}{where}",
+                            {"scope_id": scope_id})
+        return int(rows[0]["n"])
+
+    def _impact_sql(self) -> str:
+        p, edges = self.dialect.param, self.table("_edges")
+        return (
+            "WITH RECURSIVE impact (kind, key, depth) AS ("
+            f"SELECT dependent_kind, dependent_key, 1 FROM {edges} "
+            f"WHERE scope_id = {p('scope_id')} AND dependency_kind = {p('kind')} "
+            f"AND dependency_key = {p('key')} "
+            "UNION "
+            f"SELECT e.dependent_kind, e.dependent_key, i.depth + 1 FROM impact AS i "
+            f"JOIN {edges} AS e ON e.scope_id = {p('scope_id')} "
+            "AND e.dependency_kind = i.kind AND e.dependency_key = i.key "
+            f"WHERE i.depth < {p('max_depth')}) "
+            "SELECT kind, key, MIN(depth) AS depth FROM impact "
+            f"WHERE NOT (kind = {p('kind')} AND key = {p('key')}) "
+            "GROUP BY kind, key ORDER BY depth, kind, key")
+
+
+def _edge(row: Row) -> Edge:
+    return Edge(Node(row["dependent_kind"], row["dependent_key"]),
+                Node(row["dependency_kind"], row["dependency_key"]), int(row["position"]))
+
+
+class SQLiteProvenanceView(SQLiteProjectionView, ProvenanceView):
+    """Tables ``provenance_edges`` and ``provenance_identity`` in
+    ``<data_dir>/views/provenance.sqlite3``."""
+
+    table_prefix = "provenance"
+
+
+class PostgresProvenanceView(PostgresProjectionView, ProvenanceView):
+    """Tables ``provenance_edges`` and ``provenance_identity`` next to
+    ``provenance_tracking``, in the write model's database."""
+
+
+# -- the projection ---------------------------------------------------------------------------
+
+
+class ProvenanceProjection(Projection[ProvenanceView]):
+    """Artifact and Candidate events add edges; every other event still records its tracking
+    position.
+
+    ``topics`` stays empty on purpose: a filtered subscription would never see the positions
+    of other events, and ``wait(position)`` for them would time out.
+    """
+
+    name = "provenance"
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        """Events that add no edge (Sources, runs, entry status changes, decisions...)."""
+        self.view.insert_tracking(tracking)
+
+    @process_event.register
+    def _artifact_created(self, domain_event: Artifact.Created, tracking: Tracking) -> None:
+        self.view.artifact_created(domain_event.originator_id, domain_event.scope_id,
+                                   domain_event.family, domain_event.artifact_id,
+                                   domain_event.lineage, tracking)
+
+    @process_event.register
+    def _artifact_revised(self, domain_event: Artifact.Revised, tracking: Tracking) -> None:
+        self.view.artifact_revised(domain_event.originator_id, domain_event.revision,
+                                   domain_event.lineage, tracking)
+
+    @process_event.register
+    def _entry_added(self, domain_event: Artifact.EntryAdded, tracking: Tracking) -> None:
+        self._entry_versioned(domain_event, tracking)
+
+    @process_event.register
+    def _entry_revised(self, domain_event: Artifact.EntryRevised, tracking: Tracking) -> None:
+        # Registered on its own: the library rebuilds event classes, so the final
+        # EntryRevised is not a subclass of the final EntryAdded.
+        self._entry_versioned(domain_event, tracking)
+
+    def _entry_versioned(self, domain_event: Artifact.EntryAdded, tracking: Tracking) -> None:
+        """Each added or revised entry is a new entry version."""
+        self.view.entry_versioned(domain_event.originator_id, domain_event.entry_id,
+                                  domain_event.entry_version_id, domain_event.sources,
+                                  domain_event.artifacts, tracking)
+
+    @process_event.register
+    def _proposed(self, domain_event: Candidate.Proposed, tracking: Tracking) -> None:
+        self.view.candidate_proposed(domain_event.originator_id, domain_event.scope_id,
+                                     domain_event.candidate_id, domain_event.family,
+                                     domain_event.lineage, tracking)
+
+    @process_event.register
+    def _candidate_revised(self, domain_event: Candidate.Revised, tracking: Tracking) -> None:
+        self.view.candidate_revised(domain_event.originator_id, domain_event.version,
+                                    domain_event.lineage, tracking)
+
+    @process_event.register
+    def _approved(self, domain_event: Candidate.Approved, tracking: Tracking) -> None:
+        self.view.candidate_approved(domain_event.originator_id, domain_event.version,
+                                     domain_event.result, tracking)
+
+
+PROVENANCE = ProjectionSpec(ProvenanceProjection, sqlite_view=SQLiteProvenanceView,
+                            postgres_view=PostgresProvenanceView)
