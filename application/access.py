@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+
+from eventsourcing.domain import Aggregate
 
 from application.write_model import WriteModel, Written
 from domain.access import Resource
@@ -27,6 +29,7 @@ from domain.principal import AccessToken, Principal
 from domain.scope import Scope
 
 BOOTSTRAP_ADMIN = "admin"
+ACTED_BY = "acted_by"
 TOKEN_PREFIX = "dream_"
 
 
@@ -61,6 +64,19 @@ def token_hash(token: str) -> str:
 
 class Access(WriteModel):
     """Authentication and authorisation on top of the event store."""
+
+    def commit(self, *changed: Aggregate, read: Iterable[Aggregate] = ()) -> int | None:
+        """Save as :meth:`WriteModel.commit`, each new event stamped with who acted.
+
+        ``acted_by`` is audit metadata, not domain state: event handlers never read it, and
+        ``None`` means the service itself (a worker finishing a run, say).
+        """
+        caller = current_caller() or (None if self.enforce_access else LOCAL_CALLER)
+        for aggregate in changed:
+            for pending in aggregate.pending_events:
+                if not hasattr(pending, ACTED_BY):
+                    object.__setattr__(pending, ACTED_BY, None if caller is None else caller.name)
+        return super().commit(*changed, read=read)
 
     # -- checks ------------------------------------------------------------------------------
 

@@ -119,6 +119,12 @@ class MemoryEntryActiveError(DomainError):
     code = "memory_entry_active"
 
 
+class AuditNotFoundError(DomainError):
+    """The audited aggregate has no events in this scope."""
+
+    code = "aggregate_not_found"
+
+
 class CandidateNotFoundError(DomainError):
     code = "candidate_not_found"
 
