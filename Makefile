@@ -30,6 +30,8 @@ bench: $(STAMP)
 	$(BIN)/dream bench http
 	$(BIN)/dream bench dream
 	$(BIN)/dream bench execution
+	$(BIN)/dream bench review
+	$(BIN)/dream bench audit
 
 ci:
 	bash .ci/run

@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 import threading
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,16 @@ import httpx
 
 from adapters.client import ApiError, DreamClient
 from adapters.demo import default_scope_id, progress, render, run_demo
-from adapters.http.schemas import DreamRunView
+from adapters.http.schemas import CandidateEvidenceView, CandidateView, DreamRunView
 from adapters.persistence import open_dreaming
+from adapters.progress import ProgressBar, render_trace
+from adapters.replay_verification import verify
 from adapters.settings import Settings
 from application.access import LOCAL_CALLER, acting_as
-from domain.errors import DomainError, PrincipalNotFoundError
+from application.audit import AUDITABLE
+from domain.errors import DomainError, InvalidRequestError, PrincipalNotFoundError
+from domain.refs import ArtifactRef
+from projections.catalog import READ_MODELS, read_model
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -41,7 +47,7 @@ def _demo(args: argparse.Namespace) -> int:
             if not quiet:
                 progress(message)
 
-        report = run_demo(app, args.scope or default_scope_id(), say)
+        report = run_demo(app, settings, args.scope or default_scope_id(), say)
     finally:
         app.close()
     if args.json:
@@ -178,6 +184,146 @@ def _dream_list(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- review and knowledge ----------------------------------------------------------------------
+
+def _json_option(args: argparse.Namespace, name: str) -> Any:
+    """A ``--<name>-json`` option: inline JSON, or ``@path`` to a JSON file; None if absent.
+
+    ``proposal`` and ``target`` are objects, the others lists of reference objects."""
+    raw = getattr(args, name)
+    if raw is None:
+        return None
+    option = "--" + name.replace("_", "-")
+    try:
+        text = Path(raw[1:]).read_text() if raw.startswith("@") else raw
+        value = json.loads(text)
+    except (OSError, ValueError) as error:
+        raise InvalidRequestError(f"{option}-json is not readable JSON: {error}",
+                                  field=f"{option}-json") from None
+    expected = dict if name in ("proposal", "target") else list
+    if not isinstance(value, expected) or (
+            expected is list and not all(isinstance(item, dict) for item in value)):
+        shape = "a JSON object" if expected is dict else "a JSON list of objects"
+        raise InvalidRequestError(f"{option}-json must be {shape}", field=f"{option}-json")
+    return value
+
+
+def _print_candidate(candidate: CandidateView, as_json: bool,
+                     evidence: CandidateEvidenceView | None = None) -> None:
+    if as_json:
+        if evidence is None:
+            print(candidate.model_dump_json(indent=2))
+        else:
+            print(json.dumps({"candidate": candidate.model_dump(mode="json"),
+                              "evidence": evidence.model_dump(mode="json")}, indent=2))
+        return
+    print(f"{candidate.candidate_id}  {candidate.family}  {candidate.status}"
+          f"  v{candidate.version}  proposer={candidate.proposer}"
+          + (f"  run={candidate.run_id}" if candidate.run_id else ""))
+    if candidate.target:
+        target = candidate.target
+        print(f"  target {target.family}/{target.artifact_id}@{target.revision}")
+    print(f"  reason: {candidate.reason}")
+    print("  proposal: " + json.dumps(candidate.proposal, sort_keys=True))
+    refs = ([f"source {s.source_type}/{s.source_id}" for s in candidate.sources]
+            + [f"artifact {a.family}/{a.artifact_id}@{a.revision}" for a in candidate.artifacts]
+            + [f"memory {c.memory_ref.artifact_id}@{c.memory_ref.revision} entry {c.entry_id}"
+               f" ({c.entry_version_id})" for c in candidate.memory_citations])
+    for ref in refs:
+        print(f"  - {ref}")
+    if candidate.conflict:
+        print(f"  conflict: {candidate.conflict.code} at v{candidate.conflict.version}")
+    if candidate.result:
+        result = candidate.result
+        print(f"  result {result.family}/{result.artifact_id}@{result.revision}"
+              f" (by {candidate.decided_by})")
+    if candidate.decision_reason:
+        print(f"  rejected by {candidate.decided_by}: {candidate.decision_reason}")
+    allowed = [name for name, ok in (("revise", candidate.permissions.can_revise),
+                                     ("approve", candidate.permissions.can_approve),
+                                     ("reject", candidate.permissions.can_reject)) if ok]
+    print(f"  you may: {', '.join(allowed) or 'nothing'}")
+    if evidence is not None:
+        if evidence.status == "resolved" and evidence.evidence is not None:
+            print(f"  evidence: resolved ({len(evidence.evidence.nodes)} nodes)")
+        elif evidence.error is not None:
+            print(f"  evidence: unavailable ({evidence.error.code}: {evidence.error.message})")
+
+
+def _review_list(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        page = client.list_candidates(args.scope, status=args.status, family=args.family,
+                                      cursor=args.cursor, limit=args.limit, after=args.after)
+    if args.json:
+        print(page.model_dump_json(indent=2))
+        return 0
+    for item in page.candidates:
+        print(f"{item.candidate_id}  {item.family}  {item.status}  v{item.version}"
+              f"  {item.proposer}  {_age(item.age_seconds)}"
+              + (f"  conflict={item.conflict_code}" if item.conflict else "")
+              + f"  {item.reason}")
+    if page.next_cursor:
+        print(f"more: --cursor {page.next_cursor}")
+    return 0
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _review_show(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        candidate = client.get_candidate(args.scope, args.candidate_id)
+        evidence = client.candidate_evidence(args.scope, args.candidate_id)
+    _print_candidate(candidate, args.json, evidence)
+    return 0
+
+
+def _review_revise(args: argparse.Namespace) -> int:
+    changes = {name: _json_option(args, name)
+               for name in ("proposal", "sources", "artifacts", "memory_citations", "target")}
+    with _client(args) as client:
+        candidate = client.revise_candidate(args.scope, args.candidate_id,
+                                            expected_version=args.expected_version,
+                                            reason=args.reason, **changes)
+    _print_candidate(candidate, args.json)
+    return 0
+
+
+def _review_approve(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        candidate = client.approve_candidate(args.scope, args.candidate_id,
+                                             expected_version=args.expected_version)
+    _print_candidate(candidate, args.json)
+    return 0
+
+
+def _review_reject(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        candidate = client.reject_candidate(args.scope, args.candidate_id,
+                                            expected_version=args.expected_version,
+                                            reason=args.reason)
+    _print_candidate(candidate, args.json)
+    return 0
+
+
+def _knowledge_search(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        page = client.search_knowledge(args.scope, args.q, family=args.family, limit=args.limit,
+                                       after=args.after)
+    if args.json:
+        print(page.model_dump_json(indent=2))
+        return 0
+    for item in page.items:
+        title = item.content.get("lesson") or item.content.get("description") or ""
+        print(f"{item.family}/{item.artifact_id}@{item.ref.revision}  {title}"
+              f"  (approved by {item.approver}, candidate {item.candidate_id})")
+    return 0
+
+
 def _client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scope", required=True)
     parser.add_argument("--url", help="API base URL (DREAM_URL)")
@@ -192,12 +338,13 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
 
 
 Commands = Any  # argparse's private _SubParsersAction
+AFTER_HELP = "wait until the read model includes this event position (a command's position)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dream", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    for add in (_local_commands, _admin_commands, _client_commands):
+    for add in (_local_commands, _admin_commands, _client_commands, _audit_commands):
         add(commands)
     return parser
 
@@ -226,7 +373,7 @@ def _local_commands(commands: Commands) -> None:
     openapi.set_defaults(handler=_openapi)
 
     bench = commands.add_parser("bench", help="run a benchmark")
-    bench.add_argument("suite", choices=["core", "http", "dream", "execution"],
+    bench.add_argument("suite", choices=["core", "http", "dream", "execution", "review", "audit"],
                        help="which benchmark")
     bench.add_argument("options", nargs=argparse.REMAINDER,
                        help="passed to the suite, e.g. --quick, --json, --stores sqlite")
@@ -270,6 +417,157 @@ def _client_commands(commands: Commands) -> None:
     listing.add_argument("--cursor")
     listing.add_argument("--limit", type=int)
     listing.set_defaults(handler=_dream_list)
+
+    _review_commands(commands)
+    knowledge = commands.add_parser("knowledge", help="approved knowledge").add_subparsers(
+        dest="knowledge_command", required=True)
+    search = knowledge.add_parser("search", help="search approved Experiences and Skills")
+    _client_options(search)
+    search.add_argument("q", nargs="?", help="words that must all match (omit: newest)")
+    search.add_argument("--family", choices=["experience", "skill"])
+    search.add_argument("--limit", type=int)
+    search.add_argument("--after", type=int, help=AFTER_HELP)
+    search.set_defaults(handler=_knowledge_search)
+
+
+def _review_commands(commands: Commands) -> None:
+    review = commands.add_parser("review", help="review Candidates").add_subparsers(
+        dest="review_command", required=True)
+    listing = review.add_parser("list", help="the review inbox (pending by default)")
+    _client_options(listing)
+    listing.add_argument("--status", default="pending",
+                         choices=["pending", "approved", "rejected", "all"])
+    listing.add_argument("--family", choices=["experience", "skill"])
+    listing.add_argument("--cursor")
+    listing.add_argument("--limit", type=int)
+    listing.add_argument("--after", type=int, help=AFTER_HELP)
+    listing.set_defaults(handler=_review_list)
+
+    show = review.add_parser("show", help="one Candidate and the state of its evidence")
+    _client_options(show)
+    show.add_argument("candidate_id")
+    show.set_defaults(handler=_review_show)
+
+    revise = review.add_parser("revise", help="write a new version of a pending Candidate")
+    _client_options(revise)
+    revise.add_argument("candidate_id")
+    revise.add_argument("--expected-version", type=int, required=True)
+    revise.add_argument("--reason")
+    for name, what in (("proposal", "the proposed content object"),
+                       ("sources", "a list of source refs ([] clears)"),
+                       ("artifacts", "a list of artifact refs ([] clears)"),
+                       ("memory-citations", "a list of memory citations ([] clears)"),
+                       ("target", "the target ref (cannot change)")):
+        revise.add_argument(f"--{name}-json", dest=name.replace("-", "_"),
+                            help=f"{what}; JSON inline or @file; omitted keeps")
+    revise.set_defaults(handler=_review_revise)
+
+    approve = review.add_parser("approve", help="approve one version of a Candidate")
+    _client_options(approve)
+    approve.add_argument("candidate_id")
+    approve.add_argument("--expected-version", type=int, required=True)
+    approve.set_defaults(handler=_review_approve)
+
+    reject = review.add_parser("reject", help="reject one version of a Candidate")
+    _client_options(reject)
+    reject.add_argument("candidate_id")
+    reject.add_argument("--expected-version", type=int, required=True)
+    reject.add_argument("--reason", required=True)
+    reject.set_defaults(handler=_review_reject)
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+def _audit_replay(args: argparse.Namespace) -> int:
+    """Rebuild every read model into scratch and compare; exit 1 on any difference."""
+    specs = [read_model(name) for name in args.projection] if args.projection else READ_MODELS
+    bar = None if args.json else ProgressBar(sys.stderr)
+    report = verify(_settings(args), specs, None if bar is None else bar.update)
+    if bar is not None:
+        bar.finish()
+    equal = all(comparison.equal for comparison in report)
+    if args.json:
+        print(json.dumps({"equal": equal, "projections": [asdict(c) | {"equal": c.equal}
+                                                          for c in report]}, indent=2))
+        return 0 if equal else 1
+    for comparison in report:
+        print(f"{comparison.projection:<14} position {comparison.position:>9,}  "
+              f"{comparison.events:>9,} events replayed  "
+              f"{comparison.events_per_second:>9,.0f} events/s  "
+              f"{'EQUAL' if comparison.equal else 'DIFFERENT'}"
+              + (f"  (the live view is {comparison.store_head - comparison.position:,} events "
+                 "behind the store)" if comparison.store_head > comparison.position else ""))
+        for table in comparison.tables:
+            mark = "=" if table.equal else "≠"
+            print(f"  {mark} {table.table:<20} {table.live_rows:>8,} live "
+                  f"{table.replayed_rows:>8,} replayed  {table.live_digest[:19]}…")
+            for row in table.only_live:
+                print(f"      only live:     {json.dumps(row, sort_keys=True)}")
+            for row in table.only_replayed:
+                print(f"      only replayed: {json.dumps(row, sort_keys=True)}")
+    print("every read model equals its replay" if equal
+          else "DIFFERENCES FOUND: the live read models do not match the event store")
+    return 0 if equal else 1
+
+
+def _parse_ref(text: str) -> ArtifactRef:
+    """``<family>/<artifact_id>@<revision>``."""
+    path, at, revision = text.rpartition("@")
+    family, slash, artifact_id = path.partition("/")
+    if not (at and slash and revision.isdigit()):
+        raise InvalidRequestError("write the revision as <family>/<artifact_id>@<revision>",
+                                  field="ref", value=text)
+    return ArtifactRef(family, artifact_id, int(revision))
+
+
+def _audit_trace(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        trace = client.trace(args.scope, _parse_ref(args.ref))
+    if args.json:
+        print(trace.model_dump_json(indent=2))
+        return 0
+    for line in render_trace(trace.model_dump()):
+        print(line)
+    return 0
+
+
+def _audit_history(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        view = client.audit(args.scope, args.aggregate, args.key,
+                            as_of_version=args.as_of_version)
+    if args.json:
+        print(view.model_dump_json(indent=2))
+        return 0
+    for event in view.events:
+        print(f"v{event.version:<4} {event.time.isoformat()}  {event.type:<28} "
+              f"{event.acted_by or '(service)'}")
+    if view.state is not None:
+        print(f"state as of version {view.as_of_version} (current {view.current_version}):")
+        print(json.dumps(view.state, indent=2, sort_keys=True))
+    return 0
+
+
+def _audit_commands(commands: Commands) -> None:
+    audit = commands.add_parser("audit", help="history, trace and replay verification")
+    sub = audit.add_subparsers(dest="audit_command", required=True)
+    replay = sub.add_parser("replay", help="rebuild every read model into scratch and compare "
+                                           "(exit 1 on any difference)")
+    _store_options(replay)
+    replay.add_argument("--projection", action="append",
+                        choices=[spec.name for spec in READ_MODELS],
+                        help="only this read model (repeatable; default: all)")
+    replay.add_argument("--json", action="store_true", help="print JSON only, no progress")
+    replay.set_defaults(handler=_audit_replay)
+    trace = sub.add_parser("trace", help="revision -> candidate -> run -> manifest -> entries")
+    trace.add_argument("ref", help="<family>/<artifact_id>@<revision>")
+    _client_options(trace)
+    trace.set_defaults(handler=_audit_trace)
+    history = sub.add_parser("history", help="an aggregate's events, or its state as of one")
+    history.add_argument("aggregate", choices=list(AUDITABLE))
+    history.add_argument("key", help="; ".join(f"{k}: {v}" for k, v in AUDITABLE.items()))
+    history.add_argument("--as-of-version", type=int)
+    _client_options(history)
+    history.set_defaults(handler=_audit_history)
 
 
 def main(argv: list[str] | None = None) -> int:

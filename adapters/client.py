@@ -15,7 +15,9 @@ works the same in-process and over HTTP::
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, TypeAlias, TypeVar, cast
@@ -26,18 +28,25 @@ from pydantic import BaseModel
 
 from adapters.http.schemas import (
     ArtifactRefBody,
+    AuditView,
+    CandidateEvidenceView,
+    CandidatePage,
+    CandidateView,
     DreamRunPage,
     DreamRunView,
     EntryVersionView,
     Health,
+    KnowledgePage,
     LineageBody,
     MemoryCitationBody,
     ResourceBody,
     RevisionView,
     RolesView,
     ScopeView,
+    SkillPackageView,
     SourceRefBody,
     SourceView,
+    TraceView,
 )
 from domain.access import Resource
 from domain.dream_request import DreamRequest
@@ -56,6 +65,7 @@ __all__ = [
     "PayloadTooLargeError",
     "ReadModelLaggingError",
     "ReadModelUnavailableError",
+    "SkillFile",
     "error_class",
 ]
 
@@ -229,6 +239,15 @@ def _refs(refs: Iterable[Any]) -> list[dict[str, Any]]:
     return [_plain(ref) for ref in refs]
 
 
+@dataclass(frozen=True)
+class SkillFile:
+    """A downloaded SKILL.md: its text and the sha256 digest of its bytes."""
+
+    text: str
+    digest: str
+    content_type: str
+
+
 # -- the client --------------------------------------------------------------------------------
 
 
@@ -257,9 +276,7 @@ class DreamClient:
 
     def request(self, method: str, path: str, *, json: Any = None) -> Any:
         """Send one request to ``path`` (already encoded); the decoded JSON body, or raise."""
-        response = self.http.request(method, path, json=json)
-        if not response.is_success:
-            raise _error_from(response)
+        response = self._send(method, path, json=json)
         try:
             return response.json()
         except ValueError:
@@ -268,6 +285,15 @@ class DreamClient:
                             details={"content_type": response.headers.get("content-type", ""),
                                      "body": response.text[:500]},
                             response_headers=response.headers) from None
+
+    def _send(self, method: str, path: str, *, json: Any = None,
+              accept: str | None = None) -> httpx.Response:
+        """Send one request; the response if successful, else raise its typed error."""
+        headers = None if accept is None else {"Accept": accept}
+        response = self.http.request(method, path, json=json, headers=headers)
+        if not response.is_success:
+            raise _error_from(response)
+        return response
 
     def _call(self, view: type[View], method: str, path: str, json: Any = None) -> View:
         return view.model_validate(self.request(method, path, json=json))
@@ -441,15 +467,140 @@ class DreamClient:
                     operation: str | None = None, cursor: str | None = None,
                     limit: int | None = None, after: int | None = None) -> DreamRunPage:
         """Newest first; pass ``next_cursor`` back as ``cursor`` for the next page."""
-        query = urlencode(_body(status=status, operation=operation, cursor=cursor,
-                                limit=limit, after=after))
-        path = _path("scopes", scope_id, "dream") + (f"?{query}" if query else "")
-        return self._call(DreamRunPage, "GET", path)
+        return self._call(DreamRunPage, "GET", _query(
+            _path("scopes", scope_id, "dream"), status=status, operation=operation,
+            cursor=cursor, limit=limit, after=after))
+
+    # -- review ------------------------------------------------------------------------------
+
+    def propose_candidate(self, scope_id: str, *, candidate_id: str, family: str,
+                          proposal: Mapping[str, Any], reason: str,
+                          sources: Iterable[SourceRefLike] = (),
+                          artifacts: Iterable[ArtifactRefLike] = (),
+                          memory_citations: Iterable[CitationLike] = (),
+                          target: ArtifactRefLike | None = None) -> CandidateView:
+        """A new pending Candidate; proposing the identical one again answers
+        ``position=None``."""
+        return self._call(CandidateView, "POST", _path("scopes", scope_id, "candidates"), _body(
+            candidate_id=candidate_id, family=family, proposal=dict(proposal), reason=reason,
+            sources=_refs(sources), artifacts=_refs(artifacts),
+            memory_citations=_refs(memory_citations),
+            target=None if target is None else _plain(target)))
+
+    def list_candidates(self, scope_id: str, *, status: str | None = None,
+                        family: str | None = None, cursor: str | None = None,
+                        limit: int | None = None, after: int | None = None) -> CandidatePage:
+        """The review inbox (default: pending; ``status="all"`` for every status), in
+        candidate id order; pass ``next_cursor`` back as ``cursor`` for the next page."""
+        return self._call(CandidatePage, "GET", _query(
+            _path("scopes", scope_id, "candidates"), status=status, family=family,
+            cursor=cursor, limit=limit, after=after))
+
+    def get_candidate(self, scope_id: str, candidate_id: str) -> CandidateView:
+        return self._call(CandidateView, "GET",
+                          _path("scopes", scope_id, "candidates", candidate_id))
+
+    def candidate_evidence(self, scope_id: str, candidate_id: str) -> CandidateEvidenceView:
+        """The current version's evidence re-resolved with this caller's rights now."""
+        return self._call(CandidateEvidenceView, "GET",
+                          _path("scopes", scope_id, "candidates", candidate_id, "evidence"))
+
+    def revise_candidate(self, scope_id: str, candidate_id: str, *, expected_version: int,
+                         proposal: Mapping[str, Any] | None = None,
+                         sources: Iterable[SourceRefLike] | None = None,
+                         artifacts: Iterable[ArtifactRefLike] | None = None,
+                         memory_citations: Iterable[CitationLike] | None = None,
+                         reason: str | None = None,
+                         target: ArtifactRefLike | None = None) -> CandidateView:
+        """A new version. ``None`` (the default) keeps a field's current value; an empty
+        sequence clears a list."""
+        def refs(values: Iterable[Any] | None) -> list[dict[str, Any]] | None:
+            return None if values is None else _refs(values)
+
+        return self._call(CandidateView, "POST", _path(
+            "scopes", scope_id, "candidates", candidate_id, "revise"), _body(
+                expected_version=expected_version, proposal=_opt_dict(proposal),
+                sources=refs(sources), artifacts=refs(artifacts),
+                memory_citations=refs(memory_citations), reason=reason,
+                target=None if target is None else _plain(target)))
+
+    def approve_candidate(self, scope_id: str, candidate_id: str, *,
+                          expected_version: int) -> CandidateView:
+        """Approve that version; ``result`` names the Artifact revision it wrote."""
+        return self._call(CandidateView, "POST", _path(
+            "scopes", scope_id, "candidates", candidate_id, "approve"),
+            {"expected_version": expected_version})
+
+    def reject_candidate(self, scope_id: str, candidate_id: str, *, expected_version: int,
+                         reason: str) -> CandidateView:
+        return self._call(CandidateView, "POST", _path(
+            "scopes", scope_id, "candidates", candidate_id, "reject"),
+            {"expected_version": expected_version, "reason": reason})
+
+    # -- knowledge -----------------------------------------------------------------------------
+
+    def search_knowledge(self, scope_id: str, q: str | None = None, *,
+                         family: str | None = None, limit: int | None = None,
+                         after: int | None = None) -> KnowledgePage:
+        """Approved Experiences and Skills this caller may read, most relevant first
+        (without ``q``: the newest approvals)."""
+        return self._call(KnowledgePage, "GET", _query(
+            _path("scopes", scope_id, "knowledge"), q=q, family=family, limit=limit,
+            after=after))
+
+    def skill_package(self, scope_id: str, *, artifact_id: str,
+                      revision: int) -> SkillPackageView:
+        """One Skill revision's package: the SKILL.md text and its digest."""
+        return self._call(SkillPackageView, "GET", _path(
+            "scopes", scope_id, "artifacts", "skill", artifact_id, "revisions", revision,
+            "package"))
+
+    def download_skill_md(self, scope_id: str, *, artifact_id: str,
+                          revision: int) -> SkillFile:
+        """The SKILL.md file itself; its digest is checked against the server's ``ETag``."""
+        response = self._send("GET", _path(
+            "scopes", scope_id, "artifacts", "skill", artifact_id, "revisions", revision,
+            "package", "SKILL.md"), accept="text/markdown")
+        content = response.content
+        digest = "sha256:" + hashlib.sha256(content).hexdigest()
+        etag = response.headers.get("etag", "").strip('"')
+        if etag and etag != digest:
+            raise HttpError("the SKILL.md received does not match its ETag digest",
+                            status=response.status_code,
+                            details={"etag": etag, "digest": digest},
+                            response_headers=response.headers)
+        return SkillFile(text=content.decode("utf-8"), digest=digest,
+                         content_type=response.headers.get("content-type", ""))
+
+    # -- audit -----------------------------------------------------------------------------
+
+    def audit(self, scope_id: str, aggregate: str, key: str, *,
+              as_of_version: int | None = None) -> AuditView:
+        """An aggregate's events (who acted, when, what); with ``as_of_version``, those up to
+        it and the state right after it. ``key``: see :data:`application.audit.AUDITABLE`."""
+        path = _path("scopes", scope_id, "audit", aggregate) + "/" + _segment(
+            key, keep_slashes=True)
+        return self._call(AuditView, "GET", _query(path, as_of_version=as_of_version))
+
+    def trace(self, scope_id: str, ref: ArtifactRef) -> TraceView:
+        """The provenance chain of one Artifact revision, down to exact entry versions."""
+        return self._call(TraceView, "GET", _path(
+            "scopes", scope_id, "audit", "trace", ref.family, ref.artifact_id, ref.revision))
 
     # -- operations ------------------------------------------------------------------------
 
     def health(self) -> Health:
         return Health.model_validate(self.request("GET", "/healthz"))
+
+    def metrics(self) -> str:
+        """The Prometheus text exposition of ``/metrics``."""
+        return self._send("GET", "/metrics", accept="text/plain").text
+
+
+def _query(path: str, **params: Any) -> str:
+    """``path`` with the given query parameters; those left as ``None`` are omitted."""
+    query = urlencode(_body(**params))
+    return path + (f"?{query}" if query else "")
 
 
 def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:

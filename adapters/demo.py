@@ -1,26 +1,34 @@
-"""The embedded demo: Sources and Memory in, a reviewed-to-be Experience out, all from events.
+"""The embedded demo: Sources and Memory in, reviewed Experiences and Skills out, all from events.
 
 The main job end to end on the embedded store with the offline generator: record task
-Sources and Memory entries, dream over them, and show the Candidate with its exact evidence,
-plus a run that honestly answers ``needs_evidence``.
+Sources and Memory entries, dream over them, show the Candidate with its exact evidence (and a
+run that honestly answers ``needs_evidence``), approve it, find the lesson with a knowledge
+search, derive a Skill from the approved Experience, approve that, and print its package.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from typing import Any
 
 from adapters.generators.factory import GeneratorRegistry
 from adapters.generators.offline import OfflineGenerator
+from adapters.projection_runtime import RunningProjection, start_projection
+from adapters.settings import Settings
 from application.dreaming import Dreaming
 from application.execution import DreamExecutor
+from application.review import Reviewed
+from application.write_model import Written
 from domain.artifact import Artifact
 from domain.candidate import Candidate
 from domain.dream_request import DreamRequest
 from domain.dream_run import DreamRun
-from domain.refs import Lineage, MemoryCitation, SourceRef
+from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
+from projections.catalog import READ_MODELS
+from projections.knowledge import KNOWLEDGE, KnowledgeView
 
 TASKS = {
     "deploy-42": ("Deploy failed: the image tag 'latest' moved between build and rollout. "
@@ -32,8 +40,21 @@ TASKS = {
 }
 
 
-def run_demo(app: Dreaming, scope_id: str, say: Callable[[str], None]) -> dict[str, Any]:
-    steps = 8
+def run_demo(app: Dreaming, settings: Settings, scope_id: str,
+             say: Callable[[str], None]) -> dict[str, Any]:
+    """The demo, with every read model following the store as ``dream serve`` runs them."""
+    with ExitStack() as stack:
+        running = {spec.name: stack.enter_context(start_projection(spec, settings))
+                   for spec in READ_MODELS}
+        report = _run_demo(app, running[KNOWLEDGE.name], scope_id, say)
+        for projection in running.values():
+            projection.catch_up()
+        return report
+
+
+def _run_demo(app: Dreaming, knowledge: RunningProjection[KnowledgeView], scope_id: str,
+              say: Callable[[str], None]) -> dict[str, Any]:
+    steps = 11
     say(f"[1/{steps}] Creating scope {scope_id}")
     app.create_scope(scope_id)
 
@@ -84,7 +105,24 @@ def run_demo(app: Dreaming, scope_id: str, say: Callable[[str], None]) -> dict[s
                                 "Retried the nightly job; it passed.").value.citation
     needs_evidence = _dream(app, executor, scope_id, "demo-unsupported", [unsupported])
 
-    say(f"[8/{steps}] Reading back the manifest, an exact old entry version and the history")
+    say(f"[8/{steps}] Reviewing: approving the Dream Candidate")
+    assert proposed.candidate is not None
+    approved = _approve(app, scope_id, proposed.candidate["candidate_id"])
+
+    say(f"[9/{steps}] Searching approved knowledge for 'digest rollout'")
+    knowledge.wait(approved.position)
+    hits = knowledge.view.search(scope_id, "digest rollout")
+
+    say(f"[10/{steps}] Dreaming derive_skill over the approved Experience, approving the Skill")
+    lesson = approved.value.result
+    assert lesson is not None
+    derived = _dream(app, executor, scope_id, "demo-skill", [], artifacts=[lesson.head_ref],
+                     operation="derive_skill")
+    assert derived.candidate is not None, derived.error
+    skill = _approve(app, scope_id, derived.candidate["candidate_id"]).value.result
+    assert skill is not None
+
+    say(f"[11/{steps}] Reading back the manifest, an exact old entry version and the history")
     memory = app.get_artifact(scope_id, "memory", "team-notes")
     experience = app.get_artifact(scope_id, "experience", "pin-by-digest")
     return {
@@ -97,12 +135,31 @@ def run_demo(app: Dreaming, scope_id: str, say: Callable[[str], None]) -> dict[s
         },
         "experience": {"ref": experience.head_ref.to_dict(),
                        "lineage": experience.revision(1).lineage.to_dict()},
-        "dreams": [_run_report(app, proposed), _run_report(app, needs_evidence)],
+        "dreams": [_run_report(app, proposed), _run_report(app, needs_evidence),
+                   _run_report(app, derived)],
+        "approved": {"experience": _approved_report(lesson), "skill": _approved_report(skill)},
+        "knowledge_search": {"q": "digest rollout", "hits": [
+            {"family": hit.family, "artifact_id": hit.artifact_id, "revision": hit.revision,
+             "lesson": hit.content.get("lesson"), "rank": hit.rank} for hit in hits]},
+        "skill_package": app.skill_package(scope_id, skill.head_ref),
         "history": {
             "memory": _history(app, memory),
             "experience": _history(app, experience),
+            "approved experience": _history(app, lesson),
         },
     }
+
+
+def _approve(app: Dreaming, scope_id: str, candidate_id: str) -> Written[Reviewed]:
+    """A reviewer approves the Candidate's current version."""
+    candidate = app.get_candidate(scope_id, candidate_id).candidate
+    return app.approve_candidate(scope_id, candidate_id, candidate.candidate_version)
+
+
+def _approved_report(artifact: Artifact) -> dict[str, Any]:
+    revision = artifact.revision(artifact.head_revision)
+    return {"ref": artifact.head_ref.to_dict(), "content": revision.content,
+            "lineage": revision.lineage.to_dict(), "provenance": revision.provenance}
 
 
 def _cite(memory: Artifact, entry_id: str) -> MemoryCitation:
@@ -111,9 +168,11 @@ def _cite(memory: Artifact, entry_id: str) -> MemoryCitation:
 
 
 def _dream(app: Dreaming, executor: DreamExecutor, scope_id: str, key: str,
-           citations: list[MemoryCitation]) -> DreamRun:
+           citations: list[MemoryCitation], artifacts: Sequence[ArtifactRef] = (),
+           operation: str = "refine_experience") -> DreamRun:
     """Admit a run and execute it here, as a worker would."""
-    request = DreamRequest.create("refine_experience", key, memory_citations=citations)
+    request = DreamRequest.create(operation, key, memory_citations=citations,
+                                  artifacts=artifacts)
     run = app.request_dream(scope_id, request).value.run
     attempt = executor.claim(scope_id, run.run_id)
     assert attempt is not None, "a fresh run is always claimable"
@@ -170,27 +229,57 @@ def render(report: dict[str, Any], write: Callable[[str], None]) -> None:
     for source in report["experience"]["lineage"]["sources"]:
         write(f"  source {source['source_type']}/{source['source_id']}")
     for dream in report["dreams"]:
-        write(f"\nDream run {dream['run_id']}: {dream['status']} / {dream['outcome']} "
-              f"({dream['model_config_id']}, {dream['usage']['model_calls']} model call)")
-        write(f"  reason: {dream['reason']}")
-        candidate = dream["candidate"]
-        if candidate is None:
-            continue
-        write(f"  Candidate {candidate['candidate_id']} ({candidate['family']}, "
-              f"{candidate['status']}, awaiting review):")
-        for field in ("situation", "action", "outcome", "lesson"):
-            write(f"    {field:<9} {candidate['proposal'][field]}")
-        write("  exact evidence:")
-        for source in candidate["evidence"]["sources"]:
-            write(f"    source {source['source_type']}/{source['source_id']}")
-        for cited in candidate["evidence"]["memory_citations"]:
-            write(f"    memory {cited['memory_ref']['artifact_id']}@"
-                  f"{cited['memory_ref']['revision']} entry {cited['entry_id']} version "
-                  f"{cited['entry_version_id']}")
+        _render_dream(dream, write)
+    _render_review(report, write)
     for name, events in report["history"].items():
         write(f"\nEvent history of the {name}:")
         for event in events:
             write(f"  v{event['version']:<3} {event['event']:<28} {event.get('entry_id', '')}")
+
+
+def _render_dream(dream: dict[str, Any], write: Callable[[str], None]) -> None:
+    write(f"\nDream run {dream['run_id']}: {dream['status']} / {dream['outcome']} "
+          f"({dream['model_config_id']}, {dream['usage']['model_calls']} model call)")
+    write(f"  reason: {dream['reason']}")
+    candidate = dream["candidate"]
+    if candidate is None:
+        return
+    write(f"  Candidate {candidate['candidate_id']} ({candidate['family']}, "
+          f"{candidate['status']}):")
+    for field, value in candidate["proposal"].items():
+        write(f"    {field:<12} {_short(value)}")
+    write("  exact evidence:")
+    for source in candidate["evidence"]["sources"]:
+        write(f"    source {source['source_type']}/{source['source_id']}")
+    for artifact in candidate["evidence"]["artifacts"]:
+        write(f"    {artifact['family']} {artifact['artifact_id']}@{artifact['revision']}")
+    for cited in candidate["evidence"]["memory_citations"]:
+        write(f"    memory {cited['memory_ref']['artifact_id']}@"
+              f"{cited['memory_ref']['revision']} entry {cited['entry_id']} version "
+              f"{cited['entry_version_id']}")
+
+
+def _render_review(report: dict[str, Any], write: Callable[[str], None]) -> None:
+    for family, approved in report["approved"].items():
+        ref, provenance = approved["ref"], approved["provenance"]
+        write(f"\nApproved {family} {ref['artifact_id']}@{ref['revision']} from candidate "
+              f"{provenance['candidate_id']} v{provenance['candidate_version']} "
+              f"(proposed by {provenance['proposer']}, approved by {provenance['approver']})")
+        for cited in approved["lineage"]["memory_citations"]:
+            write(f"  cites memory entry {cited['entry_id']} version {cited['entry_version_id']}")
+    search = report["knowledge_search"]
+    write(f"\nKnowledge search {search['q']!r}: {len(search['hits'])} hit(s)")
+    for hit in search["hits"]:
+        write(f"  {hit['family']} {hit['artifact_id']}@{hit['revision']}: {hit['lesson']}")
+    package = report["skill_package"]
+    write(f"\nSkill package ({package['digest']}):")
+    for line in package["skill_md"].splitlines():
+        write(f"  | {line}")
+
+
+def _short(value: Any, width: int = 100) -> str:
+    text = " ".join((value if isinstance(value, str) else "; ".join(map(str, value))).split())
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def default_scope_id() -> str:

@@ -130,7 +130,7 @@ class Reviews(DreamRuns):
     @retry_on_write_conflict
     def revise_candidate(self, scope_id: str, candidate_id: str, expected_version: int,
                          revision: Revision) -> Written[Reviewed]:
-        scope = self._load_scope(scope_id)
+        scope = self.scope_for(scope_id, READ)
         candidate = self._candidate(scope, candidate_id)
         if not self._may_revise(scope, candidate):
             raise ForbiddenError("only its proposer or a reviewer may revise a candidate",
@@ -317,6 +317,10 @@ class Reviews(DreamRuns):
     def _reviewed(self, scope: Scope, candidate: Candidate,
                   result: Artifact | None = None) -> Reviewed:
         if result is None and candidate.result is not None:
-            result = self.find(Artifact.create_id(scope.scope_id, candidate.result.family,
-                                                  candidate.result.artifact_id))
+            # The Artifact as the approval left it (an Experience or Skill's aggregate version
+            # is its revision), not a head that has moved on since.
+            result = self.repository.get(
+                Artifact.create_id(scope.scope_id, candidate.result.family,
+                                   candidate.result.artifact_id),
+                version=candidate.result.revision)
         return Reviewed(candidate, self._permissions(scope, candidate), result)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 
+from adapters.client import DreamClient
 from tests.conftest import LiveApi
 
 
@@ -20,7 +23,8 @@ def dream(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 def test_demo_prints_the_manifest_and_history(tmp_path: Path) -> None:
     shown = dream("demo", "--data-dir", str(tmp_path), "--scope", "demo-a")
     assert shown.returncode == 0, shown.stderr
-    assert "[8/8]" in shown.stderr  # progress on the terminal's error stream
+    # Progress on the terminal's error stream, up to the last step.
+    assert re.search(r"^\[(\d+)/\1\] ", shown.stderr, re.MULTILINE), shown.stderr
     assert "Artifact.EntryDeactivated" in shown.stdout
     assert "succeeded / proposed" in shown.stdout
     assert "succeeded / needs_evidence" in shown.stdout
@@ -29,12 +33,25 @@ def test_demo_prints_the_manifest_and_history(tmp_path: Path) -> None:
     statuses = {row["entry_id"]: row["status"] for row in report["manifest"]}
     assert statuses["latest-is-fine"] == "inactive"
     assert report["exact_first_version"]["text"].startswith("Pin container images")
-    proposed, unsupported = report["dreams"]
+    proposed, unsupported, derived = report["dreams"]
     assert (proposed["outcome"], unsupported["outcome"]) == ("proposed", "needs_evidence")
-    assert proposed["candidate"]["status"] == "pending"
+    assert proposed["candidate"]["status"] == "approved"  # the demo goes on to review it
     cited = [c["entry_id"] for c in proposed["candidate"]["evidence"]["memory_citations"]]
     assert cited == ["pin-images"]  # the preference supports nothing and is not cited
     assert unsupported["candidate"] is None
+    # Approved, found by a knowledge search, derived into a Skill, approved, packaged.
+    experience, skill = report["approved"]["experience"], report["approved"]["skill"]
+    assert experience["lineage"]["memory_citations"] == proposed["candidate"]["evidence"][
+        "memory_citations"]
+    assert experience["provenance"]["candidate_id"] == proposed["candidate"]["candidate_id"]
+    hits = report["knowledge_search"]["hits"]
+    assert [hit["artifact_id"] for hit in hits] == [experience["ref"]["artifact_id"]]
+    assert derived["candidate"]["family"] == "skill"
+    assert skill["lineage"]["artifacts"] == [experience["ref"]]
+    package = report["skill_package"]
+    assert package["digest"] == "sha256:" + hashlib.sha256(
+        package["skill_md"].encode()).hexdigest()
+    assert package["digest"] == skill["provenance"]["package_digest"]
 
 
 def test_dream_run_show_and_list_over_the_api(live_api: LiveApi) -> None:
@@ -90,3 +107,66 @@ def test_settings_come_from_the_environment_over_an_optional_file(tmp_path: Path
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True, env=env, cwd=Path(__file__).parent.parent)
     assert shown.stdout.split() == [str(tmp_path / "from-file"), "3"]
+
+
+def test_review_and_knowledge_commands_over_the_api(live_api: LiveApi) -> None:
+    experience = {"situation": "a payment timed out", "action": "retried with one key",
+                  "outcome": "charged once", "lesson": "retry payments with idempotency keys"}
+    with DreamClient(live_api.base_url, live_api.admin_token) as client:
+        client.create_scope("team")
+        client.record_source("team", source_type="task", source_id="t", text="retried")
+        client.create_memory("team", memory_id="m")
+        entry = client.add_entry("team", memory_id="m", entry_id="e", kind="note",
+                                 text="retry with one key",
+                                 sources=[{"source_type": "task", "source_id": "t"}])
+        proposed = client.propose_candidate("team", candidate_id="c1", family="experience",
+                                            proposal=experience, reason="seen once",
+                                            memory_citations=[entry.citation])
+        client.propose_candidate("team", candidate_id="c2", family="experience",
+                                 proposal=experience, reason="a duplicate",
+                                 sources=[{"source_type": "task", "source_id": "t"}])
+    common = ["--scope", "team", "--url", live_api.base_url, "--token", live_api.admin_token]
+
+    listed = dream("review", "list", *common, "--after", str(proposed.position), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [c["candidate_id"] for c in json.loads(listed.stdout)["candidates"]] == ["c1", "c2"]
+    text = dream("review", "list", *common, "--limit", "1")
+    assert text.stdout.startswith("c1  experience  pending  v1  admin  ")
+    assert "more: --cursor " in text.stdout
+
+    shown = dream("review", "show", *common, "c1")
+    assert "evidence: resolved (" in shown.stdout
+    assert "you may: revise, approve, reject" in shown.stdout
+    both = json.loads(dream("review", "show", *common, "c1", "--json").stdout)
+    assert (both["candidate"]["version"], both["evidence"]["status"]) == (1, "resolved")
+
+    # Omitted JSON options keep; [] clears; a stale version and bad JSON are refused.
+    kept = json.loads(dream("review", "revise", *common, "c1", "--expected-version", "1",
+                            "--reason", "clearer", "--json").stdout)
+    assert (kept["version"], len(kept["memory_citations"])) == (2, 1)
+    cleared = json.loads(dream("review", "revise", *common, "c1", "--expected-version", "2",
+                               "--memory-citations-json", "[]", "--json").stdout)
+    assert (cleared["version"], cleared["memory_citations"]) == (3, [])
+    stale = dream("review", "revise", *common, "c1", "--expected-version", "2", "--json")
+    assert stale.returncode == 1
+    assert json.loads(stale.stderr)["error"]["code"] == "candidate_conflict"
+    bad = dream("review", "revise", *common, "c1", "--expected-version", "3",
+                "--proposal-json", "[1]")
+    assert bad.returncode == 1
+    assert json.loads(bad.stderr)["error"]["details"]["field"] == "--proposal-json"
+
+    approved = json.loads(dream("review", "approve", *common, "c1", "--expected-version",
+                                "3", "--json").stdout)
+    assert approved["status"] == "approved"
+    rejected = dream("review", "reject", *common, "c2", "--expected-version", "1",
+                     "--reason", "duplicate")
+    assert rejected.stdout.startswith("c2  experience  rejected  v1")
+    assert "rejected by admin: duplicate" in rejected.stdout
+    assert dream("review", "approve", *common, "c2").returncode == 2  # version required
+
+    found = json.loads(dream("knowledge", "search", *common, "idempotency", "--after",
+                             str(approved["position"]), "--json").stdout)
+    assert [item["ref"] for item in found["items"]] == [approved["result"]]
+    listing = dream("knowledge", "search", *common)
+    assert listing.stdout.startswith(f"experience/{approved['result']['artifact_id']}@1  "
+                                     "retry payments with idempotency keys")

@@ -288,3 +288,49 @@ def test_bodies_without_the_envelope_still_raise_typed_errors() -> None:
         assert unknown.value.details == {"spout": 1}
         with pytest.raises(HttpError):
             client.get_scope("other")
+
+
+def test_review_methods_send_what_the_api_expects() -> None:
+    """Omitted (None) revision fields are left out of the body; [] is sent to clear."""
+    sent: list[httpx.Request] = []
+    candidate = {
+        "position": 3, "scope_id": "team", "candidate_id": "c/1", "family": "experience",
+        "status": "pending", "version": 2, "target": None, "proposal": EXPERIENCE,
+        "sources": [], "artifacts": [], "memory_citations": [], "reason": "r",
+        "author": "carl", "proposer": "carl", "run_id": None, "conflict": None,
+        "result": None, "decided_version": None, "decision_reason": None, "decided_by": None,
+        "permissions": {"can_revise": True, "can_approve": False, "can_reject": False}}
+
+    def api(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.url.path.endswith("/knowledge"):
+            return httpx.Response(200, json={"items": []})
+        if request.url.path.endswith("/candidates"):
+            return httpx.Response(200, json={"candidates": [], "next_cursor": None})
+        return httpx.Response(200, json=candidate)
+
+    with DreamClient("http://dream.invalid", "t", transport=httpx.MockTransport(api)) as client:
+        revised = client.revise_candidate("team", "c/1", expected_version=1,
+                                          memory_citations=[], reason="shorter")
+        assert (revised.version, revised.author) == (2, "carl")
+        client.approve_candidate("team", "c/1", expected_version=2)
+        client.list_candidates("team", status="all", limit=5, after=3)
+        client.search_knowledge("team", "idempotency keys", family="skill")
+    revise, approve, listing, search = sent
+    assert revise.url.raw_path == b"/v1/scopes/team/candidates/c%2F1/revise"
+    assert revise.read() == (b'{"expected_version":1,"memory_citations":[],'
+                             b'"reason":"shorter"}')
+    assert approve.read() == b'{"expected_version":2}'
+    assert listing.url.params == httpx.QueryParams(status="all", limit=5, after=3)
+    assert search.url.params == httpx.QueryParams(q="idempotency keys", family="skill")
+
+
+def test_a_skill_md_that_does_not_match_its_etag_is_refused() -> None:
+    def api(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text="---\nname: x\n---\n", headers={
+            "content-type": "text/markdown; charset=utf-8", "etag": '"sha256:00"'})
+
+    with (DreamClient("http://dream.invalid", "t", transport=httpx.MockTransport(api)) as client,
+          pytest.raises(HttpError) as mismatch):
+        client.download_skill_md("team", artifact_id="s", revision=1)
+    assert mismatch.value.details["etag"] == "sha256:00"

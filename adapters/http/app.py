@@ -15,6 +15,7 @@ from adapters.projection_runtime import start_projection
 from adapters.settings import Settings
 from adapters.workers import worker_pool
 from application.dreaming import Dreaming
+from projections.catalog import READ_MODELS
 from projections.runs import RUNS
 
 DESCRIPTION = """Artifact Dreaming: Sources and Memory entries in, reviewed Experiences and Skills
@@ -29,10 +30,13 @@ def create_app(dreaming: Dreaming, settings: Settings,
 
     @asynccontextmanager
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
-        with start_projection(RUNS, settings) as runs, ExitStack() as stack:
-            api.state.runs = runs
+        with ExitStack() as stack:
+            api.state.read_models = {
+                spec.name: stack.enter_context(start_projection(spec, settings))
+                for spec in READ_MODELS}
             api.state.workers = None
             if settings.workers:
+                runs = api.state.read_models[RUNS.name]
                 api.state.workers = stack.enter_context(
                     worker_pool(dreaming, settings, runs.view.claimable))
             yield

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import base64
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request, Response, Security
+from fastapi.responses import PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from adapters.http.metrics import prometheus_text
 from adapters.http.schemas import (
     AddEntry,
+    ApproveCandidate,
+    ArtifactRefBody,
+    AuditEventView,
+    AuditView,
+    CandidateEvidenceView,
+    CandidatePage,
+    CandidateSummaryView,
+    CandidateView,
     ChangeSettings,
     CreateArtifact,
     CreateDreamRun,
@@ -23,23 +35,32 @@ from adapters.http.schemas import (
     ErrorResponse,
     GrantRole,
     Health,
+    KnowledgeItemView,
+    KnowledgePage,
     ProjectionHealth,
+    ProposeCandidate,
     ReactivateEntry,
     ReadGrant,
     RecordSource,
+    RejectCandidate,
     ReplaceArtifact,
+    ReviseCandidate,
     ReviseEntry,
     RevisionView,
     RolesView,
     ScopeView,
+    SkillPackageView,
     SourceView,
+    TraceView,
+    WorkerHealth,
 )
 from application.access import LOCAL_CALLER, Caller, acting_as
 from application.dreaming import Dreaming, EntryWritten
 from application.write_model import Written
 from domain.access import Resource
 from domain.errors import InvalidRequestError, UnauthorizedError
-from domain.refs import MEMORY, ArtifactRef, MemoryCitation
+from domain.refs import MEMORY, SKILL, ArtifactRef, MemoryCitation
+from projections.runs import MAX_LIMIT
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": description}
@@ -52,6 +73,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 router = APIRouter(prefix="/v1", responses=ERRORS)
 ops = APIRouter()
+# The read models the app runs, by their attribute on ``app.state`` (see adapters.http.app).
 bearer = HTTPBearer(auto_error=False, description="A token from `dream admin token create`.")
 
 
@@ -72,6 +94,20 @@ def authenticated(request: Request, credentials: Annotated[
 
 App = Annotated[Dreaming, Depends(dreaming_of)]
 As = Annotated[Caller, Depends(authenticated)]
+
+
+After = Annotated[int | None, Query(
+    description="Wait until the read model includes this event position.")]
+
+
+def _read_model(request: Request, app: Dreaming, name: str, after: int | None) -> Any:
+    """A running read model, once it has applied ``after`` (read-your-writes)."""
+    if after is not None and not 0 <= after <= app.max_position():
+        raise InvalidRequestError("after must be a position this server has recorded",
+                                  field="after", head=app.max_position())
+    projection = request.app.state.read_models[name]
+    projection.wait(after)
+    return projection
 
 
 def _entry(written: Written[EntryWritten]) -> EntryVersionView:
@@ -295,17 +331,11 @@ def list_dreams(scope_id: str, request: Request, app: App, caller: As,
                 status: Literal["queued", "running", "succeeded", "failed"] | None = None,
                 operation: Literal["refine_experience", "derive_skill"] | None = None,
                 cursor: str | None = None, limit: int = 20,
-                after: Annotated[int | None, Query(
-                    description="Wait until the list includes this event position.")] = None,
-                ) -> DreamRunPage:
+                after: After = None) -> DreamRunPage:
     """Run summaries, newest first (keyset pagination with an opaque cursor)."""
     with acting_as(caller):
         app.get_scope(scope_id)
-    if after is not None and not 0 <= after <= app.max_position():
-        raise InvalidRequestError("after must be a position this server has recorded",
-                                  field="after", head=app.max_position())
-    runs = request.app.state.runs
-    runs.wait(after)
+    runs = _read_model(request, app, "runs", after)
     summaries, next_cursor = runs.view.list_runs(scope_id, status=status, operation=operation,
                                                  cursor=cursor, limit=limit)
     return DreamRunPage(runs=[DreamRunSummary.from_summary(s) for s in summaries],
@@ -318,12 +348,207 @@ def get_dream(scope_id: str, run_id: str, app: App, caller: As) -> DreamRunView:
         return DreamRunView.of(app.get_dream(scope_id, run_id))
 
 
+# -- candidates --------------------------------------------------------------------------------
+
+def _candidate_path(scope_id: str, candidate_id: str) -> str:
+    return f"/v1/scopes/{quote(scope_id, safe='')}/candidates/{quote(candidate_id, safe='')}"
+
+
+@router.post("/scopes/{scope_id}/candidates", status_code=201, tags=["review"],
+             responses={200: {"model": CandidateView,
+                              "description": "The identical Candidate was already proposed"}})
+def propose_candidate(scope_id: str, body: ProposeCandidate, app: App, caller: As,
+                      response: Response) -> CandidateView:
+    """A new pending Candidate (201 with Location); an identical proposal replays (200)."""
+    lineage, target = body.lineage(), body.target_ref()
+    with acting_as(caller):
+        written = app.propose_candidate(scope_id, body.candidate_id, body.family,
+                                        body.proposal, lineage, body.reason, target)
+    if written.position is None:
+        response.status_code = 200
+    candidate = written.value.candidate
+    response.headers["Location"] = _candidate_path(candidate.scope_id, candidate.candidate_id)
+    return CandidateView.of(written.value, written.position)
+
+
+@router.get("/scopes/{scope_id}/candidates", tags=["review"])
+def list_candidates(scope_id: str, request: Request, app: App, caller: As,
+                    status: Literal["pending", "approved", "rejected", "all"] = "pending",
+                    family: Literal["experience", "skill"] | None = None,
+                    cursor: str | None = None, limit: int = 50,
+                    after: After = None) -> CandidatePage:
+    """The review inbox, in candidate id order (keyset pagination with an opaque cursor);
+    ``status=all`` lists every status."""
+    with acting_as(caller):
+        app.get_scope(scope_id)
+    inbox = _read_model(request, app, "review_inbox", after)
+    summaries, next_cursor = inbox.view.list_candidates(
+        scope_id, status=None if status == "all" else status, family=family, cursor=cursor,
+        limit=limit)
+    now = datetime.now(UTC)
+    return CandidatePage(candidates=[CandidateSummaryView.of(s, now) for s in summaries],
+                         next_cursor=next_cursor)
+
+
+@router.get("/scopes/{scope_id}/candidates/{candidate_id}", tags=["review"])
+def get_candidate(scope_id: str, candidate_id: str, app: App, caller: As) -> CandidateView:
+    with acting_as(caller):
+        return CandidateView.of(app.get_candidate(scope_id, candidate_id))
+
+
+@router.get("/scopes/{scope_id}/candidates/{candidate_id}/evidence", tags=["review"])
+def candidate_evidence(scope_id: str, candidate_id: str, app: App,
+                       caller: As) -> CandidateEvidenceView:
+    """The current version's evidence re-resolved with the caller's rights now: ``resolved``,
+    or ``unavailable`` with the code a review step would fail with."""
+    with acting_as(caller):
+        return CandidateEvidenceView.of(app.candidate_evidence(scope_id, candidate_id))
+
+
+@router.post("/scopes/{scope_id}/candidates/{candidate_id}/revise", tags=["review"])
+def revise_candidate(scope_id: str, candidate_id: str, body: ReviseCandidate, app: App,
+                     caller: As) -> CandidateView:
+    """A new version; every field but ``expected_version`` may be omitted (or null) to keep
+    it, and a list sent as ``[]`` clears it."""
+    revision = body.to_domain()
+    with acting_as(caller):
+        written = app.revise_candidate(scope_id, candidate_id, body.expected_version, revision)
+    return CandidateView.of(written.value, written.position)
+
+
+@router.post("/scopes/{scope_id}/candidates/{candidate_id}/approve", tags=["review"])
+def approve_candidate(scope_id: str, candidate_id: str, body: ApproveCandidate, app: App,
+                      caller: As) -> CandidateView:
+    """Approve ``expected_version``: writes the new or revised Artifact (``result``). Approving
+    the approved version again answers the same result."""
+    with acting_as(caller):
+        written = app.approve_candidate(scope_id, candidate_id, body.expected_version)
+    return CandidateView.of(written.value, written.position)
+
+
+@router.post("/scopes/{scope_id}/candidates/{candidate_id}/reject", tags=["review"])
+def reject_candidate(scope_id: str, candidate_id: str, body: RejectCandidate, app: App,
+                     caller: As) -> CandidateView:
+    with acting_as(caller):
+        written = app.reject_candidate(scope_id, candidate_id, body.expected_version,
+                                       body.reason)
+    return CandidateView.of(written.value, written.position)
+
+
+# -- knowledge ---------------------------------------------------------------------------------
+
+@router.get("/scopes/{scope_id}/knowledge", tags=["knowledge"])
+def search_knowledge(scope_id: str, request: Request, app: App, caller: As,
+                     q: Annotated[str | None, Query(
+                         description="Words that must all match; omit for the newest.")] = None,
+                     family: Literal["experience", "skill"] | None = None, limit: int = 20,
+                     after: After = None) -> KnowledgePage:
+    """Approved Experiences and Skills (latest approved revision each) the caller may read,
+    most relevant first (without ``q``: newest approvals first)."""
+    with acting_as(caller):
+        app.get_scope(scope_id)
+    knowledge = _read_model(request, app, "knowledge", after)
+    items = knowledge.view.search(scope_id, q, family=family, limit=limit)
+    with acting_as(caller):
+        readable = app.readable_artifacts(scope_id, [(i.family, i.artifact_id) for i in items])
+    if len(readable) < len(items) == limit < MAX_LIMIT:
+        # Some rows are hidden from this caller: look further so the page can still fill.
+        items = knowledge.view.search(scope_id, q, family=family, limit=MAX_LIMIT)
+        with acting_as(caller):
+            readable = app.readable_artifacts(scope_id,
+                                              [(i.family, i.artifact_id) for i in items])
+    shown = [i for i in items if (i.family, i.artifact_id) in readable][:limit]
+    return KnowledgePage(items=[KnowledgeItemView.of(item) for item in shown])
+
+
+# -- skill packages ----------------------------------------------------------------------------
+
+def _skill_package(app: Dreaming, caller: Caller, scope_id: str, artifact_id: str,
+                   revision: int) -> tuple[ArtifactRef, dict[str, str]]:
+    with acting_as(caller):
+        ref = ArtifactRef(SKILL, artifact_id, revision)
+        return ref, app.skill_package(scope_id, ref)
+
+
+@router.get("/scopes/{scope_id}/artifacts/skill/{artifact_id}/revisions/{revision}/package",
+            tags=["artifacts"])
+def skill_package(scope_id: str, artifact_id: str, revision: int, app: App,
+                  caller: As) -> SkillPackageView:
+    """The instruction-only package of one Skill revision: its SKILL.md text and digest."""
+    ref, package = _skill_package(app, caller, scope_id, artifact_id, revision)
+    return SkillPackageView(ref=ArtifactRefBody(**ref.to_dict()), **package)
+
+
+@router.get("/scopes/{scope_id}/artifacts/skill/{artifact_id}/revisions/{revision}/package"
+            "/SKILL.md", tags=["artifacts"], response_class=Response, responses={
+                200: {"content": {"text/markdown": {"schema": {"type": "string"}}},
+                      "description": "SKILL.md; ETag and Digest carry its sha256"}})
+def download_skill_md(scope_id: str, artifact_id: str, revision: int, app: App,
+                      caller: As) -> Response:
+    """The SKILL.md file itself, as a download."""
+    _, package = _skill_package(app, caller, scope_id, artifact_id, revision)
+    body = package["skill_md"].encode("utf-8")
+    hex_digest = package["digest"].removeprefix("sha256:")
+    return Response(body, media_type="text/markdown; charset=utf-8", headers={
+        "Content-Disposition": 'attachment; filename="SKILL.md"',
+        "ETag": f'"{package["digest"]}"',
+        "Digest": "sha-256=" + base64.b64encode(bytes.fromhex(hex_digest)).decode("ascii"),
+    })
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+@router.get("/scopes/{scope_id}/audit/trace/{family}/{artifact_id}/{revision}", tags=["audit"])
+def trace(scope_id: str, family: str, artifact_id: str, revision: int, app: App,
+          caller: As) -> TraceView:
+    """The provenance chain of one Artifact revision, down to exact entry versions."""
+    with acting_as(caller):
+        return TraceView(**app.trace(scope_id, ArtifactRef(family, artifact_id, revision)))
+
+
+@router.get("/scopes/{scope_id}/audit/{aggregate}/{key:path}", tags=["audit"])
+def audit(scope_id: str, aggregate: str, key: str, app: App, caller: As,
+          as_of_version: Annotated[int | None, Query(ge=1)] = None) -> AuditView:
+    """An aggregate's events (type, version, time, who acted, payload); with
+    ``as_of_version``, only those up to it and the state right after it. Keys:
+    ``scope/<scope_id>``, ``source/<type>/<id>``, ``artifact/<family>/<id>``,
+    ``candidate/<id>``, ``dream_run/<run_id>``."""
+    with acting_as(caller):
+        events = app.audit_history(scope_id, aggregate, key)
+        state = None if as_of_version is None else app.audit_state(
+            scope_id, aggregate, key, as_of_version)
+    shown = events if as_of_version is None else events[:as_of_version]
+    return AuditView(aggregate=aggregate, key=key, current_version=events[-1].version,
+                     as_of_version=as_of_version,
+                     events=[AuditEventView(**vars(event)) for event in shown],
+                     state=None if state is None else state.state)
+
+
 # -- operations --------------------------------------------------------------------------------
 
 @ops.get("/healthz", tags=["ops"])
 def healthz(request: Request, app: App) -> Health:
-    runs = request.app.state.runs
-    runs.raise_if_failed()
-    return Health(status="ok", store=app.store_kind, position=app.max_position(),
-                  projections={runs.name: ProjectionHealth(position=runs.position(),
-                                                           lag=runs.lag())})
+    """``ok``, or ``degraded`` while a read model holds dead letters (events it could not
+    apply); a read model whose runner stopped on a store error answers 500."""
+    projections = list(request.app.state.read_models.values())
+    for projection in projections:
+        projection.raise_if_failed()
+    views = {p.name: ProjectionHealth(position=p.position(), lag=p.lag(),
+                                      dead_letters=p.view.dead_letter_count())
+             for p in projections}
+    pool = request.app.state.workers
+    degraded = any(view.dead_letters for view in views.values())
+    return Health(status="degraded" if degraded else "ok", store=app.store_kind,
+                  position=app.max_position(), projections=views,
+                  workers=None if pool is None else WorkerHealth(
+                      capacity=pool.capacity, busy=pool.busy, completed=pool.completed))
+
+
+@ops.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
+def metrics(request: Request, app: App) -> PlainTextResponse:
+    """Prometheus text exposition: store head, read-model positions, lag and dead letters,
+    worker load."""
+    return PlainTextResponse(prometheus_text(app.max_position(),
+                                             request.app.state.read_models.values(),
+                                             request.app.state.workers),
+                             media_type="text/plain; version=0.0.4; charset=utf-8")

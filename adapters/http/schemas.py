@@ -4,11 +4,13 @@ so a rule violation surfaces with its own stable code rather than a generic vali
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from application.review import EvidenceView, Reviewed, Revision
 from domain.artifact import Artifact, ArtifactRevision, EntryVersion
 from domain.dream_request import DreamRequest
 from domain.dream_run import DreamRun
@@ -16,6 +18,8 @@ from domain.errors import DomainError
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.scope import Scope
 from domain.source import Source
+from projections.knowledge import KnowledgeItem
+from projections.review_inbox import CandidateSummary
 from projections.runs import RunSummary
 
 
@@ -268,13 +272,23 @@ class ErrorResponse(BaseModel):
 class ProjectionHealth(BaseModel):
     position: int = Field(description="Last event position the read model applied.")
     lag: int = Field(description="Events recorded but not yet applied.")
+    dead_letters: int = Field(0, description="Events the read model could not apply "
+                              "(recorded, never skipped silently).")
+
+
+class WorkerHealth(BaseModel):
+    capacity: int = Field(description="Concurrent generations this process runs at most.")
+    busy: int = Field(description="Generations running now.")
+    completed: int = Field(description="Attempts this process has finished since it started.")
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(
+        description="degraded while any read model holds dead letters")
     store: str = Field(description="sqlite or postgres")
     position: int
     projections: dict[str, ProjectionHealth]
+    workers: WorkerHealth | None = Field(None, description="null: this process runs no workers")
 
 
 # -- dream runs --------------------------------------------------------------------------------
@@ -385,3 +399,280 @@ class DreamRunView(DreamRunSummary):
 class DreamRunPage(BaseModel):
     runs: list[DreamRunSummary]
     next_cursor: str | None
+
+
+# -- candidates and review ---------------------------------------------------------------------
+
+class ProposeCandidate(Strict):
+    candidate_id: str
+    family: str = Field(description="experience or skill")
+    proposal: dict[str, Any] = Field(description="The content of the proposed revision.")
+    reason: str
+    sources: list[SourceRefBody] = Field(default_factory=list)
+    artifacts: list[ArtifactRefBody] = Field(default_factory=list)
+    memory_citations: list[MemoryCitationBody] = Field(default_factory=list)
+    target: ArtifactRefBody | None = Field(
+        default=None, description="The head revision to replace on approval; null: new.")
+
+    def lineage(self) -> Lineage:
+        return Lineage(to_domain_items(self.sources, "sources"),
+                       to_domain_items(self.artifacts, "artifacts"),
+                       to_domain_items(self.memory_citations, "memory_citations"))
+
+    def target_ref(self) -> ArtifactRef | None:
+        return None if self.target is None else to_domain_items([self.target], "target")[0]
+
+
+_KEEPS = "Omitted or null keeps the current version's value; [] clears it."
+
+
+class ReviseCandidate(Strict):
+    expected_version: int = Field(description="The candidate's current version.")
+    proposal: dict[str, Any] | None = Field(default=None, description="Omitted or null keeps.")
+    sources: list[SourceRefBody] | None = Field(default=None, description=_KEEPS)
+    artifacts: list[ArtifactRefBody] | None = Field(default=None, description=_KEEPS)
+    memory_citations: list[MemoryCitationBody] | None = Field(default=None, description=_KEEPS)
+    reason: str | None = Field(default=None, description="Omitted or null keeps.")
+    target: ArtifactRefBody | None = Field(
+        default=None, description="Omitted or null keeps; the target cannot change.")
+
+    def to_domain(self) -> Revision:
+        def items(values: list[Any] | None, name: str) -> tuple[Any, ...] | None:
+            return None if values is None else to_domain_items(values, name)
+
+        return Revision(
+            proposal=self.proposal, sources=items(self.sources, "sources"),
+            artifacts=items(self.artifacts, "artifacts"),
+            memory_citations=items(self.memory_citations, "memory_citations"),
+            reason=self.reason,
+            target=None if self.target is None else to_domain_items([self.target], "target")[0])
+
+
+class ApproveCandidate(Strict):
+    expected_version: int = Field(description="The version being approved.")
+
+
+class RejectCandidate(Strict):
+    expected_version: int = Field(description="The version being rejected.")
+    reason: str
+
+
+class CandidatePermissions(BaseModel):
+    """What the caller may do now (hints for clients; every command re-checks)."""
+
+    can_revise: bool
+    can_approve: bool
+    can_reject: bool
+
+
+class CandidateConflictView(BaseModel):
+    version: int
+    code: str
+    details: dict[str, Any]
+
+
+CandidateStatus = Literal["pending", "approved", "rejected"]
+
+
+def _ref_body(ref: ArtifactRef | Mapping[str, Any] | None) -> ArtifactRefBody | None:
+    if ref is None:
+        return None
+    return ArtifactRefBody(**(ref.to_dict() if isinstance(ref, ArtifactRef) else ref))
+
+
+class CandidateView(Written):
+    scope_id: str
+    candidate_id: str
+    family: str
+    status: CandidateStatus
+    version: int = Field(description="The current version (revisions add one).")
+    target: ArtifactRefBody | None
+    proposal: dict[str, Any]
+    sources: list[SourceRefBody] = Field(
+        description="Including the root Sources of the cited Memory entries.")
+    artifacts: list[ArtifactRefBody]
+    memory_citations: list[MemoryCitationBody]
+    reason: str
+    author: str = Field(description="Who wrote the current version.")
+    proposer: str
+    run_id: str | None = Field(description="The Dream run that proposed it, if any.")
+    conflict: CandidateConflictView | None = Field(
+        description="The last approval that failed on moved state, until the next change.")
+    result: ArtifactRefBody | None = Field(description="Approved: the revision it produced.")
+    decided_version: int | None
+    decision_reason: str | None
+    decided_by: str | None
+    permissions: CandidatePermissions
+
+    @classmethod
+    def of(cls, reviewed: Reviewed, position: int | None = None) -> CandidateView:
+        candidate = reviewed.candidate
+        current = candidate.current
+        lineage = current.lineage
+        conflict = candidate.conflict
+        return cls(
+            scope_id=candidate.scope_id, candidate_id=candidate.candidate_id,
+            family=candidate.family, status=candidate.status,  # type: ignore[arg-type]
+            version=current.version,
+            target=_ref_body(candidate.target), proposal=current.proposal,
+            sources=[SourceRefBody(**s.to_dict()) for s in lineage.sources],
+            artifacts=[ArtifactRefBody(**a.to_dict()) for a in lineage.artifacts],
+            memory_citations=[MemoryCitationBody.model_validate(c.to_dict())
+                              for c in lineage.memory_citations],
+            reason=current.reason, author=current.author, proposer=candidate.proposer,
+            run_id=candidate.run_id,
+            conflict=None if conflict is None else CandidateConflictView(**conflict),
+            result=_ref_body(candidate.result), decided_version=candidate.decided_version,
+            decision_reason=candidate.decision_reason, decided_by=candidate.decided_by,
+            permissions=CandidatePermissions(**vars(reviewed.permissions)), position=position)
+
+
+class EvidenceNodeView(BaseModel):
+    evidence_id: str
+    kind: str
+    digest: str
+    source: SourceRefBody | None
+    artifact: ArtifactRefBody | None
+    memory_citations: list[MemoryCitationBody]
+    role: str
+    historical: bool
+    current_entry_version_id: str | None
+
+
+class ReviewedEvidenceView(BaseModel):
+    nodes: list[EvidenceNodeView]
+    edges: list[list[str]] = Field(description="[from, to] evidence id pairs.")
+    citation_roots: list[SourceRefBody] = Field(
+        description="Root Sources the direct Memory citations rest on.")
+
+
+class CandidateEvidenceView(BaseModel):
+    """The current version's evidence, re-resolved with the reader's rights now."""
+
+    candidate_id: str
+    version: int
+    status: Literal["resolved", "unavailable"]
+    evidence: ReviewedEvidenceView | None = Field(description="Set when resolved.")
+    error: ErrorBody | None = Field(description="Set when unavailable: why, with its code.")
+
+    @classmethod
+    def of(cls, view: EvidenceView) -> CandidateEvidenceView:
+        evidence = error = None
+        if view.evidence is not None:
+            evidence = ReviewedEvidenceView.model_validate(view.evidence.to_dict())
+        if view.code is not None:
+            error = ErrorBody(code=view.code, message=view.message or "",
+                              details=dict(view.details or {}))
+        return cls(candidate_id=view.candidate_id, version=view.version,
+                   status=view.status, evidence=evidence, error=error)  # type: ignore[arg-type]
+
+
+class CandidateSummaryView(BaseModel):
+    scope_id: str
+    candidate_id: str
+    family: str
+    status: CandidateStatus
+    version: int
+    target: ArtifactRefBody | None
+    reason: str
+    conflict: bool
+    conflict_code: str | None
+    proposer: str
+    run_id: str | None
+    proposed_at: datetime
+    updated_at: datetime
+    decided_at: datetime | None
+    age_seconds: float = Field(description="Seconds since it was proposed.")
+    result: ArtifactRefBody | None
+    decided_by: str | None
+    decision_reason: str | None
+
+    @classmethod
+    def of(cls, summary: CandidateSummary, now: datetime) -> CandidateSummaryView:
+        return cls(
+            scope_id=summary.scope_id, candidate_id=summary.candidate_id,
+            family=summary.family, status=summary.status,  # type: ignore[arg-type]
+            version=summary.version, target=_ref_body(summary.target), reason=summary.reason,
+            conflict=summary.conflict, conflict_code=summary.conflict_code,
+            proposer=summary.proposer, run_id=summary.run_id, proposed_at=summary.proposed_at,
+            updated_at=summary.updated_at, decided_at=summary.decided_at,
+            age_seconds=max(0.0, (now - summary.proposed_at).total_seconds()),
+            result=_ref_body(summary.result), decided_by=summary.decided_by,
+            decision_reason=summary.decision_reason)
+
+
+class CandidatePage(BaseModel):
+    candidates: list[CandidateSummaryView]
+    next_cursor: str | None
+
+
+class KnowledgeItemView(BaseModel):
+    """An Experience or Skill at its latest approved revision."""
+
+    scope_id: str
+    family: str
+    artifact_id: str
+    ref: ArtifactRefBody = Field(description="The approved revision.")
+    content: dict[str, Any]
+    lineage: LineageBody
+    candidate_id: str
+    candidate_version: int
+    proposer: str
+    approver: str
+    run_id: str | None
+    package_digest: str | None = Field(description="Skills: sha256 of the SKILL.md package.")
+    approved_at: datetime
+    rank: float | None = Field(description="Text search only: larger is more relevant.")
+
+    @classmethod
+    def of(cls, item: KnowledgeItem) -> KnowledgeItemView:
+        return cls(scope_id=item.scope_id, family=item.family, artifact_id=item.artifact_id,
+                   ref=ArtifactRefBody(family=item.family, artifact_id=item.artifact_id,
+                                       revision=item.revision),
+                   content=dict(item.content), lineage=LineageBody.model_validate(item.lineage),
+                   candidate_id=item.candidate_id, candidate_version=item.candidate_version,
+                   proposer=item.proposer, approver=item.approver, run_id=item.run_id,
+                   package_digest=item.package_digest, approved_at=item.approved_at,
+                   rank=item.rank)
+
+
+class KnowledgePage(BaseModel):
+    items: list[KnowledgeItemView]
+
+
+class SkillPackageView(BaseModel):
+    ref: ArtifactRefBody
+    skill_md: str = Field(description="The SKILL.md text.")
+    digest: str = Field(description="sha256:<hex> of the UTF-8 SKILL.md text.")
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+class AuditEventView(BaseModel):
+    type: str = Field(description="The event class, e.g. Candidate.Approved.")
+    version: int = Field(description="The aggregate's version after this event.")
+    time: datetime
+    acted_by: str | None = Field(description="Who issued the command (null: the service "
+                                 "itself, e.g. a worker finishing a run).")
+    payload: dict[str, Any]
+
+
+class AuditView(BaseModel):
+    aggregate: str
+    key: str
+    current_version: int
+    as_of_version: int | None = Field(
+        description="With ?as_of_version=: events up to it, and the state right after it.")
+    events: list[AuditEventView]
+    state: dict[str, Any] | None
+
+
+class TraceView(BaseModel):
+    """revision -> Candidate version (approval) -> Dream run -> frozen manifest -> exact
+    Memory entry versions and Sources, with content hashes and whether each is usable now."""
+
+    revision: dict[str, Any]
+    candidate: dict[str, Any] | None
+    run: dict[str, Any] | None
+    manifest: dict[str, Any] | None
+    evidence: dict[str, Any]

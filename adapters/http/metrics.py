@@ -1,0 +1,43 @@
+"""``GET /metrics``: the Prometheus text exposition format (version 0.0.4), written by hand.
+
+Gauges only: every value is read fresh from the store, the read models and the worker pool on
+each scrape, so a restarted process reports the truth at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from adapters.projection_runtime import RunningProjection
+from adapters.workers import WorkerPool
+
+
+def _family(name: str, help_text: str, samples: Iterable[tuple[str, float]]) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+    lines += [f"{name}{labels} {value:g}" for labels, value in samples]
+    return lines
+
+
+def _label(projection: RunningProjection[Any]) -> str:
+    return '{projection="' + projection.name.replace("\\", "\\\\").replace('"', '\\"') + '"}'
+
+
+def prometheus_text(head: int, projections: Iterable[RunningProjection[Any]],
+                    workers: WorkerPool | None) -> str:
+    running = list(projections)
+    lines = _family("dream_store_position", "Last event position recorded in the store.",
+                    [("", head)])
+    lines += _family("dream_read_model_position", "Last event position a read model applied.",
+                     [(_label(p), p.position()) for p in running])
+    lines += _family("dream_read_model_lag", "Events recorded but not yet applied.",
+                     [(_label(p), p.lag()) for p in running])
+    lines += _family("dream_read_model_dead_letters", "Events a read model could not apply.",
+                     [(_label(p), p.view.dead_letter_count()) for p in running])
+    if workers is not None:
+        lines += _family("dream_workers_capacity", "Concurrent generations at most.",
+                         [("", workers.capacity)])
+        lines += _family("dream_workers_busy", "Generations running now.", [("", workers.busy)])
+        lines += _family("dream_workers_completed", "Attempts finished since start.",
+                         [("", workers.completed)])
+    return "\n".join(lines) + "\n"

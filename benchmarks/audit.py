@@ -1,0 +1,246 @@
+"""Audit benchmark: projection catch-up and replay verification over a large event store.
+
+A store of N events (1,000,000 full, 20,000 quick) is written in bulk through the production
+write model, as the aggregates' own events: per unit of work, a task Source recorded, a Memory
+entry added, a Dream run accepted, started, manifest frozen, usage recorded and succeeded with
+its Candidate proposed, and that Candidate approved with its new Experience (11 events, across
+50 scopes). Then, on a real SQLite file and a throwaway PostgreSQL server:
+
+* **catch-up**: each read model's live runner (``start_projection``) applies the first C events
+  from an empty view (C = 200,000 full, all quick); events/s = C / time to reach position C.
+* **replay verification**: ``dream audit replay`` (``adapters.replay_verification.verify``)
+  rebuilds every read model into scratch over all N events and compares each table with the
+  live one; per projection events/s, and the total time for all of them.
+
+Target printed alongside: >= 5,000 events/s per projection on SQLite.
+
+    PYTHONPATH=. python -m benchmarks.audit [--quick] [--stores sqlite,postgres] [--json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from eventsourcing.domain import Aggregate
+
+from adapters.persistence import open_dreaming
+from adapters.postgres_server import PostgresUnavailableError
+from adapters.projection_runtime import start_projection
+from adapters.replay_verification import verify
+from adapters.settings import Settings
+from application.dreaming import Dreaming
+from application.review import REVIEW_PROVENANCE, approved_artifact_id
+from benchmarks.core import STORES, benchmark_parser, report_header, say_unless_json
+from domain.artifact import Artifact
+from domain.budget import effective_budget
+from domain.candidate import Candidate
+from domain.dream_run import DreamRun
+from domain.identity import digest
+from domain.refs import EXPERIENCE, MEMORY, Lineage, MemoryCitation, SourceRef
+from domain.source import Source
+from projections.catalog import READ_MODELS
+
+DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "audit.json"
+SCOPES = 50
+UNITS_PER_SAVE = 40
+ENTRIES_PER_MEMORY = 200
+EVENTS_PER_UNIT = 11
+TARGET_EVENTS_PER_SECOND = 5_000.0
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    events: int
+    catch_up_events: int
+
+
+QUICK = Sizes(events=20_000, catch_up_events=20_000)
+FULL = Sizes(events=1_000_000, catch_up_events=200_000)
+
+
+@dataclass
+class Row:
+    store: str
+    projection: str
+    phase: str  # "catch-up" or "replay verification"
+    events: int
+    seconds: float
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+
+# -- building the store ------------------------------------------------------------------------
+
+
+class StoreBuilder:
+    """Writes units of work as the aggregates' own events, many units per save."""
+
+    def __init__(self, app: Dreaming) -> None:
+        self.app = app
+        self.memories: dict[str, Artifact] = {}
+        self.unit = 0
+
+    def build(self, events: int, say: Callable[[str], None]) -> float:
+        for index in range(SCOPES):
+            self.app.create_scope(f"bench-{index:02d}")
+        started = time.perf_counter()
+        while self.app.max_position() < events:
+            batch: list[Aggregate] = []
+            for _ in range(UNITS_PER_SAVE):
+                batch += self._unit()
+            self.app.commit(*{id(a): a for a in batch}.values())
+            if self.unit % (UNITS_PER_SAVE * 250) == 0:
+                say(f"    built {self.app.max_position():,} events")
+        return time.perf_counter() - started
+
+    def _memory(self, scope_id: str) -> tuple[Artifact, bool]:
+        memory = self.memories.get(scope_id)
+        if memory is None or len(memory.entry_versions) >= ENTRIES_PER_MEMORY:
+            memory = Artifact.create(scope_id, MEMORY, f"notes-{self.unit}", {},
+                                     Lineage(), {"kind": "bench"})
+            self.memories[scope_id] = memory
+            return memory, True
+        return memory, False
+
+    def _unit(self) -> list[Aggregate]:
+        self.unit += 1
+        n, scope_id = self.unit, f"bench-{self.unit % SCOPES:02d}"
+        at = T0 + timedelta(seconds=n)
+        source = Source.record(scope_id, "task", f"t-{n}", text=f"Task {n} retried with a key.",
+                               attempt_id=f"att-{n}", occurred_at=at)
+        memory, _ = self._memory(scope_id)
+        entry = memory.add_entry(f"e-{n}", "task_record", f"Retry task {n} with a key.",
+                                 [source.ref], [])
+        citation = MemoryCitation(memory.head_ref, entry.entry_id, entry.entry_version_id)
+        run_id = f"dr-{n}"
+        request = {"operation": "refine_experience", "memory_citations": [citation.to_dict()]}
+        run = DreamRun.accept(scope_id, run_id, "refine_experience", "svc", f"k-{n}", request,
+                              digest(request), effective_budget(), "bench.v1", at)
+        run.start_attempt(at, "bench-model", lease_seconds=60)
+        run.freeze_manifest(1, {"nodes": [], "unit": n}, digest({"unit": n}))
+        run.count_model_call(1)
+        run.record_usage(1, 1, 800, 200)
+        lineage = Lineage(sources=(SourceRef("task", f"t-{n}"),), memory_citations=(citation,))
+        proposal = {"situation": f"Task {n} timed out.", "action": "Retried with the same key.",
+                    "outcome": "Exactly one write.", "lesson": f"Retry task {n} idempotently."}
+        candidate_id = f"cand_dream_{run_id}"
+        candidate = Candidate.propose(scope_id, candidate_id, EXPERIENCE, None, proposal,
+                                      lineage, "a lesson", proposer="svc", run_id=run_id)
+        run.succeed(1, "proposed", "a lesson", {"candidate_id": candidate_id, "version": 1},
+                    at + timedelta(seconds=1))
+        experience = Artifact.create(
+            scope_id, EXPERIENCE, approved_artifact_id(scope_id, EXPERIENCE, candidate_id),
+            proposal, lineage, {"kind": REVIEW_PROVENANCE, "candidate_id": candidate_id,
+                                "candidate_version": 1, "proposer": "svc",
+                                "approver": "reviewer", "run_id": run_id})
+        candidate.approve(1, experience.head_ref, "reviewer")
+        return [source, memory, run, candidate, experience]
+
+
+# -- measuring ---------------------------------------------------------------------------------
+
+
+def measure_catch_up(settings: Settings, store: str, events: int,
+                     say: Callable[[str], None]) -> list[Row]:
+    rows = []
+    for spec in READ_MODELS:
+        started = time.perf_counter()
+        with start_projection(spec, settings) as running:
+            running.wait(events, timeout=3_600)
+            seconds = time.perf_counter() - started
+        rows.append(Row(store, spec.name, "catch-up", events, seconds))
+        say(f"  [{store}] {spec.name}: caught up {events:,} events at "
+            f"{rows[-1].events_per_second:,.0f} events/s")
+    return rows
+
+
+def measure_replay(settings: Settings, store: str, say: Callable[[str], None]) -> list[Row]:
+    rows = []
+    for comparison in verify(settings, READ_MODELS):
+        if not comparison.equal:
+            msg = f"{comparison.projection}: the replay differs from the live view"
+            raise AssertionError(msg)
+        rows.append(Row(store, comparison.projection, "replay verification",
+                        comparison.events, comparison.seconds))
+        say(f"  [{store}] {comparison.projection}: replayed {comparison.events:,} events at "
+            f"{rows[-1].events_per_second:,.0f} events/s (equal)")
+    return rows
+
+
+def benchmark_store(settings: Settings, store: str, sizes: Sizes,
+                    say: Callable[[str], None]) -> tuple[list[Row], dict[str, Any]]:
+    with closing(open_dreaming(settings)) as app:
+        say(f"  [{store}] writing {sizes.events:,} events")
+        build_seconds = StoreBuilder(app).build(sizes.events, say)
+        head = app.max_position()
+    say(f"  [{store}] wrote {head:,} events in {build_seconds:.1f} s")
+    rows = measure_catch_up(settings, store, min(head, sizes.catch_up_events), say)
+    # Verification compares with the live views, so bring them to the head first.
+    for spec in READ_MODELS:
+        with start_projection(spec, settings) as running:
+            running.wait(head, timeout=3_600)
+    replay = measure_replay(settings, store, say)
+    total = sum(row.seconds for row in replay)
+    return rows + replay, {"events": head, "build_seconds": build_seconds,
+                           "replay_total_seconds": total}
+
+
+def table(rows: list[Row], totals: dict[str, dict[str, Any]]) -> str:
+    lines = ["| store | read model | phase | events | seconds | events/s |",
+             "|---|---|---|---:|---:|---:|"]
+    lines += [f"| {r.store} | {r.projection} | {r.phase} | {r.events:,} | {r.seconds:,.1f} | "
+              f"{r.events_per_second:,.0f} |" for r in rows]
+    lines += [f"| {store} | all five | replay verification, total | {t['events']:,} | "
+              f"{t['replay_total_seconds']:,.1f} | - |" for store, t in totals.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = benchmark_parser("audit", __doc__, DEFAULT_OUTPUT).parse_args(argv)
+    say = say_unless_json(args)
+    sizes = QUICK if args.quick else FULL
+    rows: list[Row] = []
+    totals: dict[str, dict[str, Any]] = {}
+    stores: dict[str, str] = {}
+    server_version = None
+    for store in args.stores:
+        say(f"[{store}] starting ({'quick' if args.quick else 'full'} sizes)")
+        try:
+            with STORES[store]() as handle:
+                server_version = handle.server_version or server_version
+                settings = handle.settings.model_copy(update={"access": "disabled",
+                                                              "workers": 0})
+                measured, totals[store] = benchmark_store(settings, store, sizes, say)
+                rows += measured
+        except PostgresUnavailableError as error:
+            stores[store] = f"unavailable: {error}"
+            print(f"[{store}] SKIPPED: PostgreSQL could not start: {error}", file=sys.stderr)
+            continue
+        stores[store] = "ok"
+    sqlite_rates = [r.events_per_second for r in rows if r.store == "sqlite"
+                    and r.phase == "catch-up"]
+    result = {**report_header("audit", args, stores, server_version),
+              "sizes": asdict(sizes), "totals": totals,
+              "target": {"events_per_second_per_projection_sqlite": TARGET_EVENTS_PER_SECOND,
+                         "slowest_sqlite_catch_up": min(sqlite_rates, default=None)},
+              "rows": [asdict(r) | {"events_per_second": r.events_per_second} for r in rows]}
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1) if args.json else table(rows, totals))
+    say(f"wrote {args.output}")
+    return 0 if all(status == "ok" for status in stores.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""Audit over real loopback HTTP and the real ``dream`` command: history with who acted, time
+travel, the trace of approved knowledge, dead letters surfacing in /healthz and /metrics, and
+``dream audit replay`` exiting 1 on a tampered view."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from adapters.client import DreamClient
+from adapters.projection_runtime import open_view
+from adapters.settings import Settings
+from application.access import Caller, acting_as
+from domain.errors import InvalidRequestError
+from domain.refs import ArtifactRef
+from projections.review_inbox import REVIEW_INBOX
+from tests.conftest import LiveApi
+from tests.test_cli import dream
+
+EXPERIENCE = {"situation": "a payment call timed out", "action": "retried with the same key",
+              "outcome": "charged once", "lesson": "retry payments with idempotency keys"}
+TASK = {"source_type": "task", "source_id": "pay-1"}
+
+
+@pytest.fixture
+def clients(live_api: LiveApi) -> Iterator[tuple[DreamClient, DreamClient, DreamClient]]:
+    """The deployment admin, contributor carl and reviewer vera in scope ``team``."""
+    app = live_api.dreaming
+    with acting_as(Caller("admin", admin=True)):
+        app.create_scope("team")
+        tokens = {}
+        for name, role in (("carl", "contributor"), ("vera", "reviewer")):
+            app.register_principal(name)
+            tokens[name] = app.issue_token(name).value
+            app.grant_role("team", name, role)
+    admin = DreamClient(live_api.base_url, live_api.admin_token)
+    carl = DreamClient(live_api.base_url, tokens["carl"])
+    vera = DreamClient(live_api.base_url, tokens["vera"])
+    yield admin, carl, vera
+    for client in (admin, carl, vera):
+        client.close()
+
+
+def approved_lesson(carl: DreamClient, vera: DreamClient) -> ArtifactRef:
+    carl.record_source("team", **TASK, text="the retry charged once")
+    carl.propose_candidate("team", candidate_id="c-1", family="experience",
+                           proposal=EXPERIENCE, reason="seen in pay-1", sources=[TASK])
+    approved = vera.approve_candidate("team", "c-1", expected_version=1)
+    assert approved.result is not None
+    return approved.result.to_domain()
+
+
+def test_history_names_who_acted_and_travels_back_in_time(
+        clients: tuple[DreamClient, DreamClient, DreamClient]) -> None:
+    _, carl, vera = clients
+    carl.record_source("team", **TASK, text="first account")
+    carl.propose_candidate("team", candidate_id="c-1", family="experience",
+                           proposal=EXPERIENCE, reason="seen once", sources=[TASK])
+    vera.reject_candidate("team", "c-1", expected_version=1, reason="too specific")
+
+    history = vera.audit("team", "candidate", "c-1")
+    assert [(e.type, e.acted_by) for e in history.events] == [
+        ("Candidate.Proposed", "carl"), ("Candidate.Rejected", "vera")]
+    assert history.events[1].payload["reason"] == "too specific"
+    assert history.state is None
+
+    back = vera.audit("team", "candidate", "c-1", as_of_version=1)
+    assert (back.current_version, back.as_of_version, len(back.events)) == (2, 1, 1)
+    assert back.state is not None
+    assert back.state["status"] == "pending"
+    assert vera.audit("team", "candidate", "c-1", as_of_version=2).state["status"] == "rejected"
+    source = carl.audit("team", "source", "task/pay-1")
+    assert source.events[0].payload["text"] == "first account"
+    with pytest.raises(InvalidRequestError):
+        vera.audit("team", "candidate", "c-1", as_of_version=3)
+
+
+def test_the_trace_names_the_approval_and_the_exact_evidence(
+        clients: tuple[DreamClient, DreamClient, DreamClient]) -> None:
+    _, carl, vera = clients
+    lesson = approved_lesson(carl, vera)
+    trace = carl.trace("team", lesson)
+    assert trace.revision["provenance"]["approver"] == "vera"
+    assert trace.candidate is not None
+    assert (trace.candidate["proposer"], trace.candidate["approved_by"]) == ("carl", "vera")
+    assert trace.run is None  # proposed by hand, not by a Dream run
+    [source] = trace.evidence["sources"]
+    assert source["source_id"] == "pay-1"
+    assert source["available_now"] is True
+    assert source["content_hash"]
+
+
+def test_a_poison_event_is_a_dead_letter_that_health_and_metrics_report(
+        live_api: LiveApi, settings: Settings,
+        clients: tuple[DreamClient, DreamClient, DreamClient]) -> None:
+    admin, carl, vera = clients
+    assert admin.health().status == "ok"
+    carl.record_source("team", **TASK, text="the retry charged once")
+    proposed = carl.propose_candidate("team", candidate_id="c-1", family="experience",
+                                      proposal=EXPERIENCE, reason="seen", sources=[TASK])
+    carl.list_candidates("team", after=proposed.position)  # the inbox has the row
+    view = open_view(REVIEW_INBOX, settings)
+    try:
+        with view._writing() as cursor:  # the row vanishes behind the projection's back
+            cursor.execute(f"DELETE FROM {view.table()}", {})
+    finally:
+        view.close()
+    rejected = vera.reject_candidate("team", "c-1", expected_version=1, reason="no")
+    carl.list_candidates("team", after=rejected.position)  # applied: as a dead letter
+
+    health = admin.health()
+    assert health.status == "degraded"
+    assert health.projections["review_inbox"].dead_letters == 1
+    assert health.projections["runs"].dead_letters == 0
+    metrics = admin.metrics()
+    assert 'dream_read_model_dead_letters{projection="review_inbox"} 1' in metrics
+    assert f"dream_store_position {live_api.dreaming.max_position()}" in metrics
+    assert "# TYPE dream_read_model_lag gauge" in metrics
+
+
+def test_dream_audit_replay_exits_1_on_a_tampered_view_and_traces_from_the_cli(
+        live_api: LiveApi, settings: Settings,
+        clients: tuple[DreamClient, DreamClient, DreamClient]) -> None:
+    _, carl, vera = clients
+    lesson = approved_lesson(carl, vera)
+    carl.search_knowledge("team", "idempotency", after=live_api.dreaming.max_position())
+    store = (["--database-url", settings.database_url] if settings.database_url
+             else ["--data-dir", str(settings.data_dir)])
+
+    clean = dream("audit", "replay", *store, "--json")
+    assert clean.returncode == 0, clean.stderr
+    report = json.loads(clean.stdout)
+    assert report["equal"] is True
+    assert {p["projection"] for p in report["projections"]} >= {"knowledge", "review_inbox"}
+
+    view = open_view(REVIEW_INBOX, settings)
+    try:
+        with view._writing() as cursor:
+            cursor.execute(f"UPDATE {view.table()} SET proposer = 'mallory'", {})
+    finally:
+        view.close()
+    tampered = dream("audit", "replay", *store)
+    assert tampered.returncode == 1
+    assert "DIFFERENCES FOUND" in tampered.stdout
+    assert "mallory" in tampered.stdout  # the first differing row is shown
+
+    traced = dream("audit", "trace", f"experience/{lesson.artifact_id}@1", "--scope", "team",
+                   "--url", live_api.base_url, "--token", live_api.admin_token)
+    assert traced.returncode == 0, traced.stderr
+    assert "approved by vera" in traced.stdout
+    assert "source task/pay-1" in traced.stdout
