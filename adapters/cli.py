@@ -547,6 +547,20 @@ def _audit_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_impact(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        view = client.impact(args.scope, args.kind, args.key, max_depth=args.max_depth,
+                             after=args.after)
+    if args.json:
+        print(view.model_dump_json(indent=2))
+        return 0
+    for dependent in view.dependents:
+        print(f"{'  ' * (dependent.depth - 1)}{dependent.kind} {dependent.key}")
+    if view.hidden:
+        print(f"({view.hidden} more you may not read)")
+    return 0
+
+
 def _audit_commands(commands: Commands) -> None:
     audit = commands.add_parser("audit", help="history, trace and replay verification")
     sub = audit.add_subparsers(dest="audit_command", required=True)
@@ -568,6 +582,17 @@ def _audit_commands(commands: Commands) -> None:
     history.add_argument("--as-of-version", type=int)
     _client_options(history)
     history.set_defaults(handler=_audit_history)
+    impact = sub.add_parser("impact", help="what depends on a Source, entry version or "
+                                           "revision (the query behind erasure)")
+    impact.add_argument("kind", choices=["source", "entry_version", "artifact_revision",
+                                         "candidate_version"])
+    impact.add_argument("key", help="source: <type>/<id>; entry_version: "
+                        "<memory_id>/<entry_id>@<entry_version_id>; artifact_revision: "
+                        "<family>/<id>@<revision>; candidate_version: <id>@<version>")
+    impact.add_argument("--max-depth", type=int)
+    impact.add_argument("--after", type=int, help=AFTER_HELP)
+    _client_options(impact)
+    impact.set_defaults(handler=_audit_impact)
 
 
 def main(argv: list[str] | None = None) -> int:

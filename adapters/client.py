@@ -36,6 +36,7 @@ from adapters.http.schemas import (
     DreamRunView,
     EntryVersionView,
     Health,
+    ImpactView,
     KnowledgePage,
     LineageBody,
     MemoryCitationBody,
@@ -586,6 +587,13 @@ class DreamClient:
         """The provenance chain of one Artifact revision, down to exact entry versions."""
         return self._call(TraceView, "GET", _path(
             "scopes", scope_id, "audit", "trace", ref.family, ref.artifact_id, ref.revision))
+
+    def impact(self, scope_id: str, kind: str, key: str, *, max_depth: int | None = None,
+               after: int | None = None) -> ImpactView:
+        """What depends on one node, transitively (see ``GET …/provenance/impact``)."""
+        return self._call(ImpactView, "GET", _query(
+            _path("scopes", scope_id, "provenance", "impact"), kind=kind, key=key,
+            max_depth=max_depth, after=after))
 
     # -- operations ------------------------------------------------------------------------
 

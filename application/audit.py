@@ -152,6 +152,12 @@ class Audit(Reviews):
     def _not_found(kind: str, key: str) -> AuditNotFoundError:
         return AuditNotFoundError(f"no {kind} {key!r} in this scope", aggregate=kind, key=key)
 
+    # -- impact ------------------------------------------------------------------------------
+
+    def check_readable(self, scope_id: str, resource: Resource | None) -> None:
+        """Refuse unless the caller may read ``resource`` (or the scope, for ``None``) now."""
+        self.scope_for(scope_id, READ, resource)
+
     # -- trace ---------------------------------------------------------------------------------
 
     def trace(self, scope_id: str, ref: ArtifactRef) -> dict[str, Any]:

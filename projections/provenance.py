@@ -33,10 +33,11 @@ from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
+from domain.access import Resource
 from domain.artifact import Artifact
 from domain.candidate import Candidate
-from domain.errors import InvalidRequestError
-from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
+from domain.errors import DomainError, InvalidRequestError
+from domain.refs import MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef
 from projections.base import (
     PostgresProjectionView,
     ProjectionSpec,
@@ -127,6 +128,29 @@ def entry_key(memory_id: str, entry_id: str, entry_version_id: str) -> str:
 
 def candidate_key(candidate_id: str, version: int) -> str:
     return f"{candidate_id}@{version}"
+
+
+def guarding_resource(kind: str, key: str) -> Resource | None:
+    """What a reader needs read access to in order to see a node (``None``: the scope only).
+
+    Sources are guarded by themselves; Artifact revisions by their Artifact; entry versions by
+    their Memory. A malformed key is ``invalid_request``.
+    """
+    check_node_kind(kind)
+    try:
+        if kind == SOURCE:
+            escaped, _, source_id = key.partition("/")
+            source_type = escaped.replace("%2F", "/").replace("%25", "%")
+            return Resource.source(source_type, source_id)
+        if kind == ARTIFACT_REVISION:
+            family, _, rest = key.partition("/")
+            return Resource.artifact(family, rest.rpartition("@")[0])
+        if kind == ENTRY_VERSION:
+            return Resource.artifact(MEMORY, key.partition("/")[0])
+    except DomainError as error:
+        raise InvalidRequestError(f"{key!r} is not a {kind} key", field="key",
+                                  kind=kind) from error
+    return None
 
 
 def node(ref: SourceRef | ArtifactRef | MemoryCitation) -> Node:

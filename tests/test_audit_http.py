@@ -151,3 +151,37 @@ def test_dream_audit_replay_exits_1_on_a_tampered_view_and_traces_from_the_cli(
     assert traced.returncode == 0, traced.stderr
     assert "approved by vera" in traced.stdout
     assert "source task/pay-1" in traced.stdout
+
+
+def test_impact_of_a_source_reaches_everything_built_on_it_that_the_caller_may_read(
+        live_api: LiveApi, clients: tuple[DreamClient, DreamClient, DreamClient]) -> None:
+    admin, carl, vera = clients
+    carl.record_source("team", **TASK, text="the retry charged once")
+    carl.create_memory("team", memory_id="m")
+    entry = carl.add_entry("team", memory_id="m", entry_id="retries", kind="task_record",
+                           text="payments are retried with the same key", sources=[TASK])
+    citation = entry.citation.model_dump()
+    carl.propose_candidate("team", candidate_id="c-1", family="experience",
+                           proposal=EXPERIENCE, reason="seen", memory_citations=[citation])
+    approved = vera.approve_candidate("team", "c-1", expected_version=1)
+    assert approved.result is not None
+    lesson = approved.result.to_domain()
+
+    impact = carl.impact("team", "source", "task/pay-1", after=approved.position)
+    found = {(d.kind, d.key): d.depth for d in impact.dependents}
+    entry_key = f"m/retries@{entry.entry_version_id}"
+    lesson_key = f"experience/{lesson.artifact_id}@1"
+    assert found[("entry_version", entry_key)] == 1
+    assert found[("candidate_version", "c-1@1")] == 1  # its Sources include the root
+    assert found[("artifact_revision", lesson_key)] == 1
+    assert impact.hidden == 0
+
+    admin.revoke_read("team", principal="vera",
+                      resource={"kind": "artifact", "family": "experience",
+                                "artifact_id": lesson.artifact_id})
+    seen_by_vera = vera.impact("team", "source", "task/pay-1")
+    assert ("artifact_revision", lesson_key) not in {(d.kind, d.key)
+                                                     for d in seen_by_vera.dependents}
+    assert seen_by_vera.hidden == 1
+    with pytest.raises(InvalidRequestError):
+        carl.impact("team", "artifact_revision", "no-slash-or-at")

@@ -402,6 +402,12 @@ MATRIX: list[tuple[str, Build, dict[str, int]]] = [
     ("GET {s}/audit/trace/{family}/{id}/{n} (read revoked)",
      lambda w, u: ("GET", f"{S}/audit/trace/experience/hidden/1", None),
      read(**HIDDEN_READ)),
+    ("GET {s}/provenance/impact (source)",
+     lambda w, u: ("GET", f"{S}/provenance/impact?kind=source&key=task/open", None),
+     read()),
+    ("GET {s}/provenance/impact (source, read revoked)",
+     lambda w, u: ("GET", f"{S}/provenance/impact?kind=source&key=task/hidden", None),
+     read(**HIDDEN_READ)),
     # operations
     ("GET /healthz",
      lambda w, u: ("GET", "/healthz", None),

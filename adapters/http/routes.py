@@ -35,6 +35,8 @@ from adapters.http.schemas import (
     ErrorResponse,
     GrantRole,
     Health,
+    ImpactedView,
+    ImpactView,
     KnowledgeItemView,
     KnowledgePage,
     ProjectionHealth,
@@ -60,6 +62,7 @@ from application.write_model import Written
 from domain.access import Resource
 from domain.errors import InvalidRequestError, UnauthorizedError
 from domain.refs import MEMORY, SKILL, ArtifactRef, MemoryCitation
+from projections.provenance import guarding_resource
 from projections.runs import MAX_LIMIT
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -522,6 +525,31 @@ def audit(scope_id: str, aggregate: str, key: str, app: App, caller: As,
                      as_of_version=as_of_version,
                      events=[AuditEventView(**vars(event)) for event in shown],
                      state=None if state is None else state.state)
+
+
+@router.get("/scopes/{scope_id}/provenance/impact", tags=["audit"])
+def impact(scope_id: str, request: Request, app: App, caller: As,
+           kind: Literal["source", "entry_version", "artifact_revision", "candidate_version"],
+           key: Annotated[str, Query(min_length=1, max_length=1024)],
+           max_depth: Annotated[int, Query(ge=1, le=1000)] = 50,
+           after: After = None) -> ImpactView:
+    """Everything in the scope that depends on one node, transitively through lineage (the
+    query behind erasure): Artifact revisions, Candidate versions and Memory entry versions.
+    Keys: ``<source_type>/<source_id>``, ``<memory_id>/<entry_id>@<entry_version_id>``,
+    ``<family>/<artifact_id>@<revision>``, ``<candidate_id>@<version>``."""
+    with acting_as(caller):
+        app.check_readable(scope_id, guarding_resource(kind, key))
+        provenance = _read_model(request, app, "provenance", after)
+        found = provenance.view.impact(scope_id, kind, key, max_depth=max_depth)
+        guards = {(d.kind, d.key): guarding_resource(d.kind, d.key) for d in found}
+        readable = app.readable_artifacts(scope_id, {
+            (g.family, g.artifact_id) for g in guards.values()
+            if g is not None and g.family is not None and g.artifact_id is not None})
+    shown = [d for d in found if (guard := guards[(d.kind, d.key)]) is None
+             or (guard.family, guard.artifact_id) in readable]
+    return ImpactView(kind=kind, key=key, hidden=len(found) - len(shown),
+                      dependents=[ImpactedView(kind=d.kind, key=d.key,
+                                               depth=d.depth) for d in shown])
 
 
 # -- operations --------------------------------------------------------------------------------

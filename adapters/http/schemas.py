@@ -676,3 +676,19 @@ class TraceView(BaseModel):
     run: dict[str, Any] | None
     manifest: dict[str, Any] | None
     evidence: dict[str, Any]
+
+
+class ImpactedView(BaseModel):
+    kind: Literal["artifact_revision", "candidate_version", "entry_version", "source"]
+    key: str
+    depth: int = Field(description="Edges between the queried node and this one (1: direct).")
+
+
+class ImpactView(BaseModel):
+    """What depends on one Source, entry version or revision, transitively through lineage."""
+
+    kind: str
+    key: str
+    dependents: list[ImpactedView]
+    hidden: int = Field(description="Dependents left out because the caller may not read "
+                        "them (their Artifact or Memory is read-revoked for the caller).")
