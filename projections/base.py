@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from threading import Event
 from time import monotonic, sleep
 from typing import Any, Generic, Protocol, TypeVar, cast
+from uuid import UUID
 
 import psycopg
 from eventsourcing.application import Application
@@ -272,6 +273,23 @@ class ProjectionView(TrackingRecorder, ABC):
     @abstractmethod
     def _tracking_table(self) -> str:
         """The library's tracking table, quoted."""
+
+    def _update_row(self, aggregate_id: UUID, tracking: Tracking, what: str,
+                    **columns: object) -> None:
+        """Change the main table's row of ``aggregate_id`` (and its ``position``) with
+        ``tracking``; a missing row raises ``LookupError``, so the event becomes a dead letter."""
+        values = {**columns, "position": tracking.notification_id}
+        assignments = ", ".join(f"{name} = {self.dialect.param(name)}" for name in values)
+        where = f"aggregate_id = {self.dialect.param('aggregate_id')}"
+        with self.tracked(tracking) as cursor:
+            cursor.execute(
+                f"UPDATE {self.table()} SET {assignments} WHERE {where} RETURNING aggregate_id",
+                {**values, "aggregate_id": str(aggregate_id)},
+            )
+            if cursor.fetchone() is None:
+                msg = (f"the {self.table()} view has no row for {what} {aggregate_id}; "
+                       "rebuild the view")
+                raise LookupError(msg)
 
     def _select(self, statement: str, params: Mapping[str, Any]) -> list[Row]:
         with self.reading() as cursor:

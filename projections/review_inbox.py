@@ -238,18 +238,7 @@ class ReviewInboxView(ProjectionView, ABC):
                      updated_at=stamp, decided_at=stamp)
 
     def _change(self, aggregate_id: UUID, tracking: Tracking, **columns: object) -> None:
-        values = {**columns, "position": tracking.notification_id}
-        assignments = ", ".join(f"{name} = {self.dialect.param(name)}" for name in values)
-        where = f"aggregate_id = {self.dialect.param('aggregate_id')}"
-        with self.tracked(tracking) as cursor:
-            cursor.execute(
-                f"UPDATE {self.table()} SET {assignments} WHERE {where} RETURNING aggregate_id",
-                {**values, "aggregate_id": str(aggregate_id)},
-            )
-            if cursor.fetchone() is None:
-                msg = (f"the {self.table()} view has no row for candidate {aggregate_id}; "
-                       "rebuild the view")
-                raise LookupError(msg)
+        self._update_row(aggregate_id, tracking, "candidate", **columns)
 
     # -- queries --------------------------------------------------------------------------------
 

@@ -262,18 +262,7 @@ class RunsView(ProjectionView, ABC):
                      completed_at=to_micros(completed_at), lease_expires_at=None)
 
     def _change(self, aggregate_id: UUID, tracking: Tracking, **columns: object) -> None:
-        values = {**columns, "position": tracking.notification_id}
-        assignments = ", ".join(f"{name} = {self.dialect.param(name)}" for name in values)
-        where = f"aggregate_id = {self.dialect.param('aggregate_id')}"
-        with self.tracked(tracking) as cursor:
-            cursor.execute(
-                f"UPDATE {self.table()} SET {assignments} WHERE {where} RETURNING aggregate_id",
-                {**values, "aggregate_id": str(aggregate_id)},
-            )
-            if cursor.fetchone() is None:
-                msg = (f"the {self.table()} view has no row for run {aggregate_id}; "
-                       "rebuild the view")
-                raise LookupError(msg)
+        self._update_row(aggregate_id, tracking, "run", **columns)
 
     # -- queries --------------------------------------------------------------------------------
 
