@@ -552,9 +552,7 @@ class PostgresAnalyticsView(PostgresProjectionView, AnalyticsView):
 class AnalyticsProjection(Projection[AnalyticsView]):
     """DreamRun and Candidate events change counters; every other event still records its
     tracking position.
-
-    ``topics`` stays empty on purpose: a filtered subscription would never see the positions
-    of other events, and ``wait(position)`` for them would time out.
+    ``topics`` stays empty: see :class:`projections.base.ProjectionSpec`.
     """
 
     name = "analytics"

@@ -388,7 +388,11 @@ TView = TypeVar("TView", bound=ProjectionView)
 
 @dataclass(frozen=True)
 class ProjectionSpec(Generic[TView]):
-    """A projection, its view class per store, and the application it follows."""
+    """A projection, its view class per store, and the application it follows.
+
+    Every projection records the tracking position of *every* event, changing rows or not:
+    its ``topics`` stay empty, because a filtered subscription would never see the positions
+    of other events, and ``wait(position)`` for them would time out."""
 
     projection: type[Projection[TView]]
     sqlite_view: type[TView]

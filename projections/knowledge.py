@@ -386,9 +386,7 @@ class PostgresKnowledgeView(PostgresProjectionView, KnowledgeView):
 class KnowledgeProjection(Projection[KnowledgeView]):
     """Experience and Skill events change rows; every other event still records its tracking
     position.
-
-    ``topics`` stays empty on purpose: a filtered subscription would never see the positions
-    of other events, and ``wait(position)`` for them would time out.
+    ``topics`` stays empty: see :class:`projections.base.ProjectionSpec`.
     """
 
     name = "knowledge"

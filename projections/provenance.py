@@ -395,9 +395,7 @@ class PostgresProvenanceView(PostgresProjectionView, ProvenanceView):
 class ProvenanceProjection(Projection[ProvenanceView]):
     """Artifact and Candidate events add edges; every other event still records its tracking
     position.
-
-    ``topics`` stays empty on purpose: a filtered subscription would never see the positions
-    of other events, and ``wait(position)`` for them would time out.
+    ``topics`` stays empty: see :class:`projections.base.ProjectionSpec`.
     """
 
     name = "provenance"

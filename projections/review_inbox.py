@@ -325,9 +325,7 @@ class PostgresReviewInboxView(PostgresProjectionView, ReviewInboxView):
 
 class ReviewInboxProjection(Projection[ReviewInboxView]):
     """Candidate events change rows; every other event still records its tracking position.
-
-    ``topics`` stays empty on purpose: a filtered subscription would never see the positions
-    of other events, and ``wait(position)`` for them would time out.
+    ``topics`` stays empty: see :class:`projections.base.ProjectionSpec`.
     """
 
     name = "review_inbox"
