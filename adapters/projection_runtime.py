@@ -15,23 +15,28 @@ A runner that hits an error stops processing; the error is logged at once and ra
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from contextlib import closing
 from threading import Lock, Thread
 from types import TracebackType
 from typing import Any, Generic
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import InfrastructureFactory, WaitInterruptedError
+from eventsourcing.persistence import InfrastructureFactory, Tracking, WaitInterruptedError
 from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.projection import ProjectionRunner
+from eventsourcing.projection import Projection, ProjectionRunner
 from eventsourcing.utils import Environment
 from psycopg.sql import SQL, Identifier
 
-from adapters.persistence import projection_env
+from adapters.persistence import open_write_model, projection_env
 from adapters.settings import Settings
-from projections.base import ProjectionSpec, TView
+from application.write_model import WriteModel
+from projections.base import ProjectionSpec, ProjectionView, TView
+
+Progress = Callable[[str, int, int], None]  # projection, position reached, target
 
 DEFAULT_WAIT_SECONDS = 5.0
-REBUILD_WAIT_SECONDS = 300.0
+BATCH_EVENTS = 1_000
 STALL_CHECK_SECONDS = 0.5
 logger = logging.getLogger(__name__)
 
@@ -201,16 +206,40 @@ def start_projection(spec: ProjectionSpec[TView], settings: Settings) -> Running
 
 
 def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
-            timeout: float = REBUILD_WAIT_SECONDS) -> int:
-    """Empty the view (rows and tracking), re-process every event; the position reached.
+            progress: Progress | None = None) -> int:
+    """Empty the view (rows and tracking), re-apply every event; the position reached.
 
-    Stop any live runner of the same projection first; to rebuild while it keeps serving,
-    rebuild ``spec.renamed(...)`` instead and switch readers to it.
+    Events are applied in batches of one transaction each (:func:`apply_events`), several
+    times faster than a live runner catching up. Stop any live runner of the same projection
+    first; to rebuild while it keeps serving, rebuild ``spec.renamed(...)`` instead and switch
+    readers to it.
     """
-    view = open_view(spec, settings)
-    try:
+    with closing(open_write_model(settings)) as app, closing(open_view(spec, settings)) as view:
         view.reset()
-    finally:
-        view.close()
-    with start_projection(spec, settings) as running:
-        return running.catch_up(timeout)
+        apply_events(app, spec.runnable(view=view), view, app.max_position(), progress)
+        return view.max_tracking_id(app.name) or 0
+
+
+def apply_events(app: WriteModel, projection: Projection[Any], view: ProjectionView,
+                 target: int, progress: Progress | None = None) -> int:
+    """Apply the events after the view's position up to ``target``, a batch per transaction
+    (each event in its own savepoint, so a dead letter behaves as it does live); the number
+    of events applied."""
+    applied = 0
+    position = view.max_tracking_id(app.name) or 0
+    if progress is not None:
+        progress(projection.name, position, target)
+    while position < target:
+        notifications = app.recorder.select_notifications(
+            start=position + 1, limit=BATCH_EVENTS, stop=target)
+        if not notifications:
+            break
+        with view.batch():
+            for notification in notifications:
+                projection.process_event(app.mapper.to_domain_event(notification),
+                                         Tracking(app.name, notification.id))
+        position = notifications[-1].id
+        applied += len(notifications)
+        if progress is not None:
+            progress(projection.name, position, target)
+    return applied

@@ -18,30 +18,27 @@ import json
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from eventsourcing.persistence import InfrastructureFactory, Tracking
-from eventsourcing.projection import Projection
+from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 from psycopg.sql import SQL, Identifier
 
 from adapters.persistence import application_env, open_write_model
-from adapters.projection_runtime import open_view
+from adapters.projection_runtime import Progress, apply_events, open_view
 from adapters.settings import Settings
 from application.write_model import WriteModel
 from projections.base import DEAD_LETTERS, ProjectionSpec, ProjectionView, Row
 
-BATCH_EVENTS = 1_000
 MAX_DIFFERENCES = 5
 CATCH_UP_TRIES = 5
 IGNORED_COLUMNS = {DEAD_LETTERS: {"recorded_at"}}  # wall-clock time of the failure
 
-Progress = Callable[[str, int, int], None]  # projection, events applied, events to apply
 
 
 @dataclass(frozen=True)
@@ -92,7 +89,7 @@ def _verify_one(app: WriteModel, settings: Settings, spec: ProjectionSpec[Any],
         for _ in range(CATCH_UP_TRIES):
             target = live.max_tracking_id(app.name) or 0
             started = time.perf_counter()
-            replayed += _replay(app, projection, scratch, target, progress)
+            replayed += apply_events(app, projection, scratch, target, progress)
             seconds += time.perf_counter() - started
             live_tables = _read_tables(live)
             if (live.max_tracking_id(app.name) or 0) == target:
@@ -105,29 +102,6 @@ def _verify_one(app: WriteModel, settings: Settings, spec: ProjectionSpec[Any],
                   for name in live_tables]
         return ProjectionComparison(spec.name, target, app.max_position(), replayed, seconds,
                                     tables)
-
-
-def _replay(app: WriteModel, projection: Projection[Any], view: ProjectionView, target: int,
-            progress: Progress | None) -> int:
-    """Apply the events after the scratch view's position up to ``target``, in batches."""
-    applied = 0
-    position = view.max_tracking_id(app.name) or 0
-    if progress is not None:
-        progress(projection.name, position, target)
-    while position < target:
-        notifications = app.recorder.select_notifications(
-            start=position + 1, limit=BATCH_EVENTS, stop=target)
-        if not notifications:
-            break
-        with view.batch():
-            for notification in notifications:
-                projection.process_event(app.mapper.to_domain_event(notification),
-                                         Tracking(app.name, notification.id))
-        position = notifications[-1].id
-        applied += len(notifications)
-        if progress is not None:
-            progress(projection.name, position, target)
-    return applied
 
 
 @contextmanager
