@@ -540,7 +540,7 @@ def _audit_history(args: argparse.Namespace) -> int:
         return 0
     for event in view.events:
         print(f"v{event.version:<4} {event.time.isoformat()}  {event.type:<28} "
-              f"{event.acted_by or '(service)'}")
+              f"{event.principal or '(service)'}")
     if view.state is not None:
         print(f"state as of version {view.as_of_version} (current {view.current_version}):")
         print(json.dumps(view.state, indent=2, sort_keys=True))

@@ -79,7 +79,7 @@ class AuditEvent:
     type: str
     version: int
     time: datetime
-    acted_by: str | None
+    principal: str | None  # who issued the command (stored as ``acted_by``)
     payload: dict[str, Any]
 
     @classmethod
@@ -87,7 +87,7 @@ class AuditEvent:
         state = {key: value for key, value in vars(event).items()
                  if key not in ("originator_id", "originator_version", "timestamp", ACTED_BY)}
         return cls(type=type(event).__qualname__, version=event.originator_version,
-                   time=event.timestamp, acted_by=getattr(event, ACTED_BY, None),
+                   time=event.timestamp, principal=getattr(event, ACTED_BY, None),
                    payload=plain(state))
 
 

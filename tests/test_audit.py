@@ -146,7 +146,7 @@ def test_history_names_who_acted_and_is_read_like_the_aggregate(enforced: Dreami
         app.record_source("team", "task", "t-1", text="first")
         app.amend_source("team", "task", "t-1", text="second")
         history = app.audit_history("team", "source", "task/t-1")
-    assert [(e.type, e.version, e.acted_by) for e in history] == [
+    assert [(e.type, e.version, e.principal) for e in history] == [
         ("Source.Recorded", 1, "alice"), ("Source.Amended", 2, "alice")]
     assert history[1].payload["text"] == "second"
     assert history[0].time <= history[1].time
@@ -158,7 +158,7 @@ def test_history_names_who_acted_and_is_read_like_the_aggregate(enforced: Dreami
     with acting_as(Caller("admin", admin=True)):
         app.revoke_read("team", "bob", Resource.source("task", "t-1"))
         scope_history = app.audit_history("team", "scope", "team")
-    assert scope_history[-1].acted_by == "admin"
+    assert scope_history[-1].principal == "admin"
     with acting_as(BOB), pytest.raises(ForbiddenError):
         app.audit_history("team", "source", "task/t-1")
     with acting_as(Caller("mallory")), pytest.raises(ScopeNotFoundError):

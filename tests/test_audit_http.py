@@ -61,7 +61,7 @@ def test_history_names_who_acted_and_travels_back_in_time(
     vera.reject_candidate("team", "c-1", expected_version=1, reason="too specific")
 
     history = vera.audit("team", "candidate", "c-1")
-    assert [(e.type, e.acted_by) for e in history.events] == [
+    assert [(e.type, e.principal) for e in history.events] == [
         ("Candidate.Proposed", "carl"), ("Candidate.Rejected", "vera")]
     assert history.events[1].payload["reason"] == "too specific"
     assert history.state is None
@@ -151,6 +151,14 @@ def test_dream_audit_replay_exits_1_on_a_tampered_view_and_traces_from_the_cli(
     assert traced.returncode == 0, traced.stderr
     assert "approved by vera" in traced.stdout
     assert "source task/pay-1" in traced.stdout
+
+    history = dream("audit", "history", "candidate", "c-1", "--scope", "team", "--url",
+                    live_api.base_url, "--token", live_api.admin_token, "--as-of-version", "1")
+    assert history.returncode == 0, history.stderr
+    assert "Candidate.Proposed" in history.stdout
+    assert "carl" in history.stdout
+    assert "Candidate.Approved" not in history.stdout  # only the events up to version 1
+    assert '"status": "pending"' in history.stdout
 
 
 def test_impact_of_a_source_reaches_everything_built_on_it_that_the_caller_may_read(

@@ -652,7 +652,7 @@ class AuditEventView(BaseModel):
     type: str = Field(description="The event class, e.g. Candidate.Approved.")
     version: int = Field(description="The aggregate's version after this event.")
     time: datetime
-    acted_by: str | None = Field(description="Who issued the command (null: the service "
+    principal: str | None = Field(description="Who issued the command (null: the service "
                                  "itself, e.g. a worker finishing a run).")
     payload: dict[str, Any]
 
