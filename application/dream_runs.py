@@ -31,6 +31,7 @@ from domain.errors import (
 )
 from domain.evidence import EvidenceManifest, Resolution, resolve
 from domain.identity import aggregate_id, dream_run_aggregate_id
+from domain.refs import ArtifactRef
 
 PROMPT_VERSION = "artifact-dreaming.dream.v1"
 DEFAULT_MAX_PENDING = 32
@@ -63,7 +64,7 @@ class DreamRuns(Records):
         if not self.dream_enabled:
             raise CapabilityUnavailableError("Dream runs are disabled in this deployment")
         reader = StoreEvidenceReader(self, scope, caller)
-        self._check_target(request, reader)
+        self._check_target_head(reader, request.target)
         budget = effective_budget(scope.settings)
         resolve(reader, sources=request.sources, artifacts=request.artifacts,
                 memory_citations=request.memory_citations, budget=budget,
@@ -109,7 +110,7 @@ class DreamRuns(Records):
                                  memory_citations=request.memory_citations, budget=run.budget,
                                  include_memory_text=request.operation != DERIVE_SKILL,
                                  pinned=pinned)
-            self._check_target(request, reader)
+            self._check_target_head(reader, request.target)
         return resolution, reader
 
     def requester_of(self, run: DreamRun) -> Caller:
@@ -142,14 +143,16 @@ class DreamRuns(Records):
                 request_digest=run.request_digest)
         return run
 
-    def _check_target(self, request: DreamRequest, reader: StoreEvidenceReader) -> None:
-        if request.target is None:
+    @staticmethod
+    def _check_target_head(reader: StoreEvidenceReader, target: ArtifactRef | None) -> None:
+        """A replacement names the head revision of its target, else ``artifact_conflict``."""
+        if target is None:
             return
-        artifact = reader.artifact(request.target.family, request.target.artifact_id)
-        if artifact is not None and artifact.head_ref != request.target:
+        artifact = reader.artifact(target.family, target.artifact_id)
+        if artifact is not None and artifact.head_ref != target:
             raise ArtifactConflictError(
                 "the target is no longer the head revision", field="target",
-                expected=request.target.to_dict(), current=artifact.head_ref.to_dict())
+                expected=target.to_dict(), current=artifact.head_ref.to_dict())
 
     def queue_of(self, scope_id: str) -> DreamQueue:
         queue: DreamQueue | None = self.find(DreamQueue.create_id(scope_id))

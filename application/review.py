@@ -263,16 +263,6 @@ class Reviews(DreamRuns):
         candidate.record_conflict(candidate.candidate_version, moved.code, moved.details)
         self.commit(candidate)
 
-    def _check_target_head(self, reader: StoreEvidenceReader,
-                           target: ArtifactRef | None) -> None:
-        if target is None:
-            return
-        artifact = reader.artifact(target.family, target.artifact_id)
-        if artifact is not None and artifact.head_ref != target:
-            raise ArtifactConflictError(
-                "the target is no longer the head revision", field="target",
-                expected=target.to_dict(), current=artifact.head_ref.to_dict())
-
     @staticmethod
     def _same_proposal(existing: Candidate, proposed: Candidate) -> Candidate:
         """A repeated identical proposal is a replay; anything else reuses a taken id."""
