@@ -25,7 +25,6 @@ from domain.content import skill_package, validate_content
 from domain.errors import (
     AccessRevokedError,
     ArtifactConflictError,
-    CandidateConflictError,
     CandidateExistsError,
     CandidateNotFoundError,
     DomainError,
@@ -160,15 +159,9 @@ class Reviews(DreamRuns):
         """
         scope = self.scope_for(scope_id, REVIEW)
         candidate = self._candidate(scope, candidate_id)
-        if candidate.status == APPROVED:
-            if candidate.approved_version == expected_version:
-                return Written(self._reviewed(scope, candidate), None)
-            # Product spec §4.5: approving another version of an approved Candidate conflicts.
-            raise CandidateConflictError(
-                f"candidate {candidate.candidate_id} was approved at version "
-                f"{candidate.approved_version}",
-                expected=expected_version, current=candidate.approved_version)
-        candidate.check_pending_at(expected_version)
+        if candidate.status == APPROVED and candidate.approved_version == expected_version:
+            return Written(self._reviewed(scope, candidate), None)
+        candidate.check_approval_version(expected_version)
         candidate.check_approvable()
         reader = StoreEvidenceReader(self, scope, self.caller())
         validate_for_review(reader, candidate.current.lineage)

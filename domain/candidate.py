@@ -175,16 +175,20 @@ class Candidate(Aggregate):
         self.versions.append(CandidateVersion(version, dict(proposal), lineage, reason, reviser))
         self.conflict = None
 
-    def approve(self, expected_version: int, result: ArtifactRef, approver: str) -> bool:
-        """Record approval; ``False`` when this exact version was already approved."""
-        if self.status == APPROVED and self.approved_version == expected_version:
-            return False
+    def check_approval_version(self, expected_version: int) -> None:
+        """Pending at ``expected_version``; approved at another version is a conflict."""
         if self.status == APPROVED:
             raise CandidateConflictError(
                 f"candidate {self.candidate_id} was approved at version {self.approved_version}",
                 expected=expected_version, current=self.approved_version,
             )
         self.check_pending_at(expected_version)
+
+    def approve(self, expected_version: int, result: ArtifactRef, approver: str) -> bool:
+        """Record approval; ``False`` when this exact version was already approved."""
+        if self.status == APPROVED and self.approved_version == expected_version:
+            return False
+        self.check_approval_version(expected_version)
         self._approved(version=expected_version, result=result,
                        approver=check_identifier("approver", approver, PRINCIPAL_MAX))
         return True
