@@ -60,6 +60,9 @@ class Settings(BaseSettings):
         default="max_tokens", description="Request field that carries the output cap "
         "(max_completion_tokens for OpenAI reasoning models).")
 
+    review_page: bool = Field(default=False, description=(
+        "Serve the web review page at /review (static; it calls the API with a pasted token)."))
+
     @property
     def uses_postgres(self) -> bool:
         return bool(self.database_url)

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from adapters.http.errors import install_error_handlers
 from adapters.http.limits import MAX_BODY_BYTES, BodyLimit
+from adapters.http.review_page import review_page_router
 from adapters.http.routes import ops, router
 from adapters.projection_runtime import start_projection
 from adapters.settings import Settings
@@ -48,4 +49,6 @@ def create_app(dreaming: Dreaming, settings: Settings,
     api.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     api.include_router(router)
     api.include_router(ops)
+    if settings.review_page:
+        api.include_router(review_page_router())
     return api
