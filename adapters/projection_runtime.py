@@ -31,7 +31,7 @@ from psycopg.sql import SQL, Identifier
 from adapters.persistence import open_write_model, projection_env
 from adapters.settings import Settings
 from application.write_model import WriteModel
-from projections.base import ProjectionSpec, ProjectionView, TView
+from projections.base import BatchAbortedError, ProjectionSpec, ProjectionView, TView
 
 Progress = Callable[[str, int, int], None]  # projection, position reached, target
 
@@ -222,9 +222,9 @@ def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
 
 def apply_events(app: WriteModel, projection: Projection[Any], view: ProjectionView,
                  target: int, progress: Progress | None = None) -> int:
-    """Apply the events after the view's position up to ``target``, a batch per transaction
-    (each event in its own savepoint, so a dead letter behaves as it does live); the number
-    of events applied."""
+    """Apply the events after the view's position up to ``target``, a batch per transaction;
+    the number of events applied. A batch in which an event fails is redone with a savepoint
+    per event, so a dead letter is recorded exactly as it is live."""
     applied = 0
     position = view.max_tracking_id(app.name) or 0
     if progress is not None:
@@ -234,12 +234,21 @@ def apply_events(app: WriteModel, projection: Projection[Any], view: ProjectionV
             start=position + 1, limit=BATCH_EVENTS, stop=target)
         if not notifications:
             break
-        with view.batch():
-            for notification in notifications:
-                projection.process_event(app.mapper.to_domain_event(notification),
-                                         Tracking(app.name, notification.id))
+        events = [(app.mapper.to_domain_event(n), Tracking(app.name, n.id))
+                  for n in notifications]
+        try:
+            with view.batch():
+                _apply(projection, events)
+        except BatchAbortedError:  # rolled back: redo it an event per savepoint
+            with view.batch(careful=True):
+                _apply(projection, events)
         position = notifications[-1].id
         applied += len(notifications)
         if progress is not None:
             progress(projection.name, position, target)
     return applied
+
+
+def _apply(projection: Projection[Any], events: list[tuple[Any, Tracking]]) -> None:
+    for domain_event, tracking in events:
+        projection.process_event(domain_event, tracking)

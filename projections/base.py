@@ -53,8 +53,23 @@ LAST_POLL_SECONDS = 0.1
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
-_BATCH: ContextVar[tuple[ProjectionView, ViewCursor] | None] = ContextVar("view_batch",
-                                                                        default=None)
+@dataclass(frozen=True)
+class _Batch:
+    view: ProjectionView
+    cursor: ViewCursor
+    careful: bool
+
+
+class BatchAbortedError(Exception):
+    """An event failed inside a fast batch; its transaction rolls back, to be redone
+    carefully (see :meth:`ProjectionView.batch`)."""
+
+    def __init__(self, notification_id: int) -> None:
+        super().__init__(f"the event at position {notification_id} failed in a fast batch")
+        self.notification_id = notification_id
+
+
+_BATCH: ContextVar[_Batch | None] = ContextVar("view_batch", default=None)
 DEAD_LETTERS = "_dead_letters"
 DEAD_LETTER_ERROR_MAX = 2_000  # characters of the error message kept with a dead letter
 STORE_ERRORS = (PersistenceError, sqlite3.Error, psycopg.Error)
@@ -176,39 +191,50 @@ class ProjectionView(TrackingRecorder, ABC):
     def tracked(self, tracking: Tracking) -> Iterator[ViewCursor]:
         """A write transaction that has already recorded ``tracking`` (refused if not newer).
 
-        Inside :meth:`batch`, a savepoint of the batch's transaction instead, so an event that
-        fails leaves nothing behind while the events before it stay applied.
+        Inside :meth:`batch`, part of the batch's transaction instead: a careful batch puts
+        each event in a savepoint, so one that fails leaves nothing behind while the events
+        before it stay applied; a fast batch gives up on the first failure
+        (:class:`BatchAbortedError`), for the caller to redo the batch carefully.
         """
         batch = _BATCH.get()
-        if batch is not None and batch[0] is self:
-            cursor = batch[1]
-            cursor.execute("SAVEPOINT view_event", {})
+        if batch is None or batch.view is not self:
+            with self._store().transaction(commit=True) as cursor:
+                self._insert_tracking(cursor, tracking)
+                yield cursor
+            return
+        cursor = batch.cursor
+        if not batch.careful:
             try:
                 self._insert_tracking(cursor, tracking)
                 yield cursor
-            except BaseException:
-                cursor.execute("ROLLBACK TO SAVEPOINT view_event", {})
-                raise
-            cursor.execute("RELEASE SAVEPOINT view_event", {})
+            except Exception as error:
+                raise BatchAbortedError(tracking.notification_id) from error
             return
-        with self._store().transaction(commit=True) as cursor:
+        cursor.execute("SAVEPOINT view_event", {})
+        try:
             self._insert_tracking(cursor, tracking)
             yield cursor
+        except BaseException:
+            cursor.execute("ROLLBACK TO SAVEPOINT view_event", {})
+            raise
+        cursor.execute("RELEASE SAVEPOINT view_event", {})
 
     def _tracked_in_batch(self, tracking: Tracking) -> bool:
         """Record a position with no row change inside this thread's batch, if there is one."""
         batch = _BATCH.get()
-        if batch is None or batch[0] is not self:
+        if batch is None or batch.view is not self:
             return False
         with self.tracked(tracking):
             return True
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Apply many events in one transaction (a replay into a scratch view): one commit
-        instead of one per event. The batch belongs to the calling thread or task only."""
+    def batch(self, *, careful: bool = False) -> Iterator[None]:
+        """Apply many events in one transaction (rebuilds and replays): one commit instead of
+        one per event. Careful: a savepoint per event (a failing event becomes a dead letter,
+        as live); fast: none, and the first failure aborts the whole batch. The batch belongs
+        to the calling thread or task only."""
         with self._store().transaction(commit=True) as cursor:
-            token = _BATCH.set((self, cursor))
+            token = _BATCH.set(_Batch(self, cursor, careful))
             try:
                 yield
             finally:
@@ -436,7 +462,7 @@ class _DeadLettering(Projection[Any]):
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         try:  # mixed in ahead of a concrete projection, whose process_event this calls
             super().process_event(domain_event, tracking)  # type: ignore[safe-super]
-        except STORE_ERRORS:
+        except (*STORE_ERRORS, BatchAbortedError):
             raise
         except Exception as error:
             logger.exception("projection %r: event at position %s is a dead letter", self.name,

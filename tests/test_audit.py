@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -15,25 +16,28 @@ from hypothesis import strategies as st
 
 from adapters.demo import run_demo
 from adapters.persistence import open_dreaming
-from adapters.projection_runtime import open_view, start_projection
+from adapters.projection_runtime import open_view, rebuild, start_projection
 from adapters.replay_verification import verify
 from adapters.settings import Settings
 from application.access import Caller, acting_as
 from application.audit import replay, state_of
 from application.dreaming import Dreaming
 from domain.access import Resource
+from domain.artifact import Artifact
 from domain.errors import (
     AuditNotFoundError,
     ForbiddenError,
     InvalidRequestError,
     ScopeNotFoundError,
 )
-from domain.refs import ArtifactRef
+from domain.refs import ArtifactRef, Lineage, SourceRef
 from projections.catalog import READ_MODELS
+from projections.knowledge import KNOWLEDGE
 from projections.review_inbox import REVIEW_INBOX
 from tests.audit_workload import WorkloadRunner
 
 ALICE, BOB = Caller("alice"), Caller("bob")
+EXPERIENCE = {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"}
 
 
 def catch_up_every_read_model(settings: Settings) -> None:
@@ -211,3 +215,37 @@ def test_the_trace_of_the_demos_knowledge_reaches_exact_entry_versions(
     [after] = app.trace("demo", experience)["evidence"]["memory_entries"]
     assert (after["active_now"], after["status_now"]) == (False, "inactive")
     assert after["content_hash"] == cited["content_hash"]  # what was cited never changes
+
+
+def test_a_poison_event_is_the_same_dead_letter_live_rebuilt_and_replayed(
+        settings: Settings, app: Dreaming) -> None:
+    """Rebuilds and replays apply events in fast batches; a batch with a failing event is
+    redone an event per savepoint, so the view ends exactly as the live one does."""
+    app.create_scope("s")
+    lineage = Lineage(sources=(SourceRef("task", "t-1"),))
+
+    def approved(artifact_id: str, provenance: dict[str, Any]) -> int | None:
+        return app.commit(Artifact.create("s", "experience", artifact_id, EXPERIENCE, lineage,
+                                          provenance))
+
+    review = {"kind": "review", "candidate_id": "c", "candidate_version": 1,
+              "proposer": "p", "approver": "a", "run_id": None}
+    approved("good-1", review)
+    poison = approved("poison", {"kind": "review"})  # approved, but says by whom nowhere
+    approved("good-2", review)
+    with start_projection(KNOWLEDGE, settings) as live:
+        live.catch_up()
+        [letter] = live.view.dead_letters()
+        assert (letter.notification_id, letter.error_type) == (poison, "ValueError")
+        assert live.view.count("s") == 2
+
+    [verified] = verify(settings, [KNOWLEDGE])
+    assert verified.equal  # the replay hit the same dead letter, and applied the rest
+
+    assert rebuild(KNOWLEDGE, settings) == app.max_position()
+    view = open_view(KNOWLEDGE, settings)
+    try:
+        assert [d.notification_id for d in view.dead_letters()] == [poison]
+        assert view.count("s") == 2
+    finally:
+        view.close()
