@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError, Tracking
 
-from adapters.projection_runtime import RunningProjection, open_view, rebuild, start_projection
+from adapters.projection_runtime import RunningProjection, open_view, start_projection
 from adapters.settings import Settings
 from application.dreaming import Dreaming
 from domain.budget import effective_budget
@@ -36,6 +36,7 @@ from projections.analytics import (
     utc_day,
 )
 from projections.runs import to_micros
+from tests.projection_support import rebuilt_view
 
 APP = "Dreaming"
 D1 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -438,13 +439,9 @@ def test_a_rebuilt_view_equals_the_live_one(settings: Settings, app: Dreaming,
         assert live["scope-a"][name] == live["scope-b"][name]
 
     fresh = ANALYTICS.renamed("analytics_rebuilt")
-    assert rebuild(fresh, settings) == app.max_position()
-    rebuilt = open_view(fresh, settings)
-    try:
+    with rebuilt_view(fresh, settings, app.max_position()) as rebuilt:
         assert snapshot(rebuilt, scopes) == live
         assert rebuilt.max_tracking_id(APP) == running.position()
-    finally:
-        rebuilt.close()
 
 
 def test_rebuilding_in_place_starts_from_scratch(settings: Settings, app: Dreaming) -> None:
@@ -452,9 +449,5 @@ def test_rebuilding_in_place_starts_from_scratch(settings: Settings, app: Dreami
     with start_projection(ANALYTICS, settings) as running:
         running.catch_up()
         live = snapshot(running.view, ["scope-a"])
-    assert rebuild(ANALYTICS, settings) == app.max_position()
-    view = open_view(ANALYTICS, settings)
-    try:
+    with rebuilt_view(ANALYTICS, settings, app.max_position()) as view:
         assert snapshot(view, ["scope-a"]) == live
-    finally:
-        view.close()

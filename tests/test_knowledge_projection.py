@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import Tracking
 
-from adapters.projection_runtime import RunningProjection, open_view, rebuild, start_projection
+from adapters.projection_runtime import RunningProjection, open_view, start_projection
 from adapters.settings import Settings
 from application.dreaming import Dreaming
 from domain.artifact import Artifact
@@ -31,6 +31,7 @@ from projections.knowledge import (
     query_words,
     search_text,
 )
+from tests.projection_support import rebuilt_view
 
 APP = "Dreaming"
 LINEAGE = Lineage(sources=(SourceRef("task", "t1"),))
@@ -379,21 +380,13 @@ def test_a_rebuilt_view_equals_the_live_one(settings: Settings, app: Dreaming,
     assert [running.view.count(scope_id) for scope_id in scopes] == [7, 7]
 
     fresh = KNOWLEDGE.renamed("knowledge_rebuilt")
-    assert rebuild(fresh, settings) == app.max_position()
-    rebuilt = open_view(fresh, settings)
-    try:
+    with rebuilt_view(fresh, settings, app.max_position()) as rebuilt:
         assert snapshot(rebuilt, scopes) == live
         assert rebuilt.max_tracking_id(APP) == running.position()
-    finally:
-        rebuilt.close()
 
     running.stop()
-    assert rebuild(KNOWLEDGE, settings) == app.max_position()
-    in_place = open_view(KNOWLEDGE, settings)
-    try:
+    with rebuilt_view(KNOWLEDGE, settings, app.max_position()) as in_place:
         assert snapshot(in_place, scopes) == live
-    finally:
-        in_place.close()
 
 
 def test_the_target_revision_is_what_approval_recorded(app: Dreaming, running: Running) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError, Tracking
 
-from adapters.projection_runtime import RunningProjection, open_view, rebuild, start_projection
+from adapters.projection_runtime import RunningProjection, open_view, start_projection
 from adapters.settings import Settings
 from application.dreaming import Dreaming
 from domain.artifact import Artifact
@@ -40,6 +40,7 @@ from projections.provenance import (
     node,
     node_key,
 )
+from tests.projection_support import rebuilt_view
 
 APP = "Dreaming"
 MANAGEMENT = {"kind": "management", "principal": "admin"}
@@ -318,13 +319,9 @@ def test_a_rebuilt_view_equals_the_live_one(settings: Settings, app: Dreaming,
     assert isinstance(next(iter(live["scope-a"]["impact"].values()))[0], Dependent)
 
     fresh = PROVENANCE.renamed("provenance_rebuilt")
-    assert rebuild(fresh, settings) == app.max_position()
-    rebuilt = open_view(fresh, settings)
-    try:
+    with rebuilt_view(fresh, settings, app.max_position()) as rebuilt:
         assert snapshot(rebuilt, scopes) == live
         assert rebuilt.max_tracking_id(APP) == running.position()
-    finally:
-        rebuilt.close()
 
 
 def test_rebuilding_in_place_starts_from_scratch(settings: Settings, app: Dreaming) -> None:
@@ -332,9 +329,5 @@ def test_rebuilding_in_place_starts_from_scratch(settings: Settings, app: Dreami
     with start_projection(PROVENANCE, settings) as running:
         running.catch_up()
         live = snapshot(running.view, ["scope-a"])
-    assert rebuild(PROVENANCE, settings) == app.max_position()
-    view = open_view(PROVENANCE, settings)
-    try:
+    with rebuilt_view(PROVENANCE, settings, app.max_position()) as view:
         assert snapshot(view, ["scope-a"]) == live
-    finally:
-        view.close()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError, Tracking
 
-from adapters.projection_runtime import RunningProjection, open_view, rebuild, start_projection
+from adapters.projection_runtime import RunningProjection, open_view, start_projection
 from adapters.settings import Settings
 from application.dreaming import Dreaming
 from domain.artifact import Artifact
@@ -32,6 +32,7 @@ from projections.review_inbox import (
     encode_cursor,
 )
 from projections.runs import encode_cursor as encode_run_cursor
+from tests.projection_support import rebuilt_view
 
 APP = "Dreaming"
 LINEAGE = Lineage(sources=(SourceRef("task", "t1"),))
@@ -390,13 +391,9 @@ def test_a_rebuilt_view_equals_the_live_one(settings: Settings, app: Dreaming,
     assert any(row.conflict for rows in live.values() for row in rows)
 
     fresh = REVIEW_INBOX.renamed("review_inbox_rebuilt")
-    assert rebuild(fresh, settings) == app.max_position()
-    rebuilt = open_view(fresh, settings)
-    try:
+    with rebuilt_view(fresh, settings, app.max_position()) as rebuilt:
         assert snapshot(rebuilt, scopes) == live
         assert rebuilt.max_tracking_id(APP) == running.position()
-    finally:
-        rebuilt.close()
 
 
 def test_rebuilding_in_place_drops_rows_and_tracking_first(settings: Settings,
@@ -410,11 +407,7 @@ def test_rebuilding_in_place_drops_rows_and_tracking_first(settings: Settings,
         (proposed,) = bogus.collect_events()
         assert isinstance(proposed, Candidate.Proposed)
         running.view.candidate_proposed(proposed, Tracking(APP, app.max_position() + 1000))
-    assert rebuild(REVIEW_INBOX, settings) == app.max_position()
-    view = open_view(REVIEW_INBOX, settings)
-    try:
+    with rebuilt_view(REVIEW_INBOX, settings, app.max_position()) as view:
         assert snapshot(view, scopes) == live
         assert view.get_candidate_summary("scope-1", "bogus") is None
         assert view.max_tracking_id(APP) == app.max_position()
-    finally:
-        view.close()

@@ -25,7 +25,6 @@ from adapters.projection_runtime import (
     ProjectionFailedError,
     RunningProjection,
     open_view,
-    rebuild,
     start_projection,
 )
 from adapters.settings import Settings
@@ -44,6 +43,7 @@ from projections.runs import (
     decode_cursor,
     encode_cursor,
 )
+from tests.projection_support import rebuilt_view
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 APP = "Dreaming"
@@ -364,14 +364,10 @@ def test_a_rebuilt_view_equals_the_live_one(settings: Settings, app: Dreaming,
 
     # A fresh copy under another name, built while the live one keeps running.
     fresh = RUNS.renamed("runs_rebuilt")
-    assert rebuild(fresh, settings) == app.max_position()
-    rebuilt = open_view(fresh, settings)
-    try:
+    with rebuilt_view(fresh, settings, app.max_position()) as rebuilt:
         assert snapshot(rebuilt, scopes) == live
         assert rebuilt.count_runs() == len(runs)
         assert rebuilt.max_tracking_id(APP) == running.position()
-    finally:
-        rebuilt.close()
 
 
 def test_rebuilding_in_place_drops_rows_and_tracking_first(settings: Settings,
@@ -384,14 +380,10 @@ def test_rebuilding_in_place_drops_rows_and_tracking_first(settings: Settings,
         # Corrupt it: a row no event produced, at a position far beyond the store's head.
         bogus = NewRun(uuid.uuid4(), "scope-1", "bogus", "derive_skill", "mallory", None, T0)
         running.view.run_accepted(bogus, Tracking(APP, app.max_position() + 1000))
-    assert rebuild(RUNS, settings) == app.max_position()
-    view = open_view(RUNS, settings)
-    try:
+    with rebuilt_view(RUNS, settings, app.max_position()) as view:
         assert snapshot(view, scopes) == live
         assert view.count_runs() == len(runs)
         assert view.max_tracking_id(APP) == app.max_position()
-    finally:
-        view.close()
 
 
 def test_the_runner_resumes_from_its_tracking_position_after_a_restart(
