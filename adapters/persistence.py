@@ -182,6 +182,12 @@ def view_env(settings: Settings, name: str) -> dict[str, str]:
             "SQLITE_DBNAME": str(views / f"{name}.sqlite3"),
             "SQLITE_LOCK_TIMEOUT": str(settings.sqlite_lock_timeout),
         }
+    return prefixed_env(name, keys)
+
+
+def prefixed_env(name: str, keys: dict[str, str]) -> dict[str, str]:
+    """``keys`` as settings of the component ``name`` only (the library reads ``<NAME>_*``
+    before the unprefixed keys)."""
     prefix = name.upper() + "_"
     return {prefix + key: value for key, value in keys.items()}
 

@@ -29,7 +29,7 @@ from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 from psycopg.sql import SQL, Identifier
 
-from adapters.persistence import application_env, open_write_model
+from adapters.persistence import application_env, open_write_model, prefixed_env
 from adapters.projection_runtime import Progress, apply_events, open_view
 from adapters.settings import Settings
 from application.write_model import WriteModel
@@ -128,9 +128,8 @@ def _scratch_view(spec: ProjectionSpec[Any], settings: Settings) -> Iterator[Pro
 
 def _construct(spec: ProjectionSpec[Any], env: dict[str, str], *,
                postgres: bool) -> ProjectionView:
-    prefix = spec.name.upper() + "_"
     factory = InfrastructureFactory[ProjectionView].construct(
-        env=Environment(spec.name, {prefix + key: value for key, value in env.items()}))
+        env=Environment(spec.name, prefixed_env(spec.name, env)))
     return factory.tracking_recorder(spec.view_class(postgres=postgres))
 
 
