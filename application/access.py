@@ -12,8 +12,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime
 
 from eventsourcing.domain import Aggregate
+from eventsourcing.utils import get_topic
 
 from application.write_model import WriteModel, Written
 from domain.access import Resource
@@ -22,15 +24,33 @@ from domain.errors import (
     PrincipalExistsError,
     PrincipalNotFoundError,
     ScopeNotFoundError,
+    TokenNotFoundError,
     UnauthorizedError,
+    UnknownPrincipalError,
 )
 from domain.identity import check_scope_id, scope_aggregate_id
-from domain.principal import AccessToken, Principal
+from domain.principal import (
+    PRINCIPAL_MAX,
+    AccessToken,
+    Principal,
+    token_aggregate_id,
+    token_expiry,
+)
 from domain.scope import Scope
+from domain.text import check_identifier
 
 BOOTSTRAP_ADMIN = "admin"
 ACTED_BY = "acted_by"
 TOKEN_PREFIX = "dream_"
+_TOKENS_PAGE = 500
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A freshly issued token: the secret (shown once, never stored) and its record."""
+
+    secret: str
+    record: AccessToken
 
 
 @dataclass(frozen=True)
@@ -135,16 +155,73 @@ class Access(WriteModel):
             raise PrincipalExistsError(f"principal {name!r} already exists", principal=name)
         return Written(principal, self.commit(principal))
 
-    def issue_token(self, principal: str, label: str = "token") -> Written[str]:
+    def issue_token(self, principal: str, label: str = "token",
+                    expires_at: datetime | None = None) -> Written[str]:
         """A new bearer token for ``principal``; only its hash is stored."""
         self.require_admin()
         self.get_principal(principal)
-        return self._issue(principal, label)
+        written = self._issue(principal, label, token_expiry(self.clock(), expires_at=expires_at))
+        return Written(written.value.secret, written.position)
 
-    def _issue(self, principal: str, label: str) -> Written[str]:
-        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        issued = AccessToken.issue(token_hash(token), principal, label)
-        return Written(token, self.commit(issued))
+    def issue_token_for(self, principal: str, label: str, *, admin: bool = False,
+                        expires_in_seconds: int | None = None,
+                        expires_at: datetime | None = None) -> Written[IssuedToken]:
+        """Issue a token, registering ``principal`` first when it is new (in one save).
+
+        ``admin`` must match an existing principal: a token never silently carries more, or
+        fewer, rights than the administrator asked for.
+        """
+        self.require_admin()
+        expiry = token_expiry(self.clock(), expires_in_seconds, expires_at)
+        existing: Principal | None = self.find(Principal.create_id(principal))
+        if existing is not None and existing.admin != admin:
+            raise PrincipalExistsError(
+                f"principal {principal!r} exists with admin={existing.admin}; a token cannot "
+                "change that", principal=principal, admin=existing.admin)
+        new = [] if existing is not None else [Principal.register(principal, admin)]
+        return self._issue(principal, label, expiry, *new)
+
+    def _issue(self, principal: str, label: str, expires_at: datetime | None,
+               *also: Aggregate) -> Written[IssuedToken]:
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        issued = AccessToken.issue(token_hash(secret), principal, label, expires_at)
+        return Written(IssuedToken(secret, issued), self.commit(*also, issued))
+
+    def list_tokens(self, principal: str | None = None) -> list[AccessToken]:
+        """Every token ever issued (revoked and expired ones included), oldest first.
+
+        Tokens are found by their ``Issued`` events, so tokens issued before this listing
+        existed appear too; each is then loaded for its current state.
+        """
+        self.require_admin()
+        if principal is not None:  # a name that could be registered, as registration checks
+            check_identifier("principal", principal, PRINCIPAL_MAX)
+        topics = [get_topic(AccessToken.Issued)]
+        tokens: list[AccessToken] = []
+        start = 1
+        while True:
+            page = self.recorder.select_notifications(start, _TOKENS_PAGE, topics=topics)
+            for notification in page:
+                issued = self.mapper.to_domain_event(notification)
+                if principal is None or getattr(issued, "principal", None) == principal:
+                    tokens.append(self.repository.get(issued.originator_id))
+            if len(page) < _TOKENS_PAGE:
+                return tokens
+            start = page[-1].id + 1
+
+    def get_token(self, token_id: str) -> AccessToken:
+        self.require_admin()
+        found = self.find(token_aggregate_id(token_id))
+        if not isinstance(found, AccessToken):  # absent, or the id of another aggregate
+            raise TokenNotFoundError("no such token", token_id=token_id)
+        return found
+
+    def revoke_token_by_id(self, token_id: str, reason: str = "revoked") -> Written[AccessToken]:
+        """Revoke by the public token id; every process refuses it from its next request on
+        (authentication reads the token per request). Revoking again changes nothing."""
+        issued = self.get_token(token_id)
+        changed = issued.revoke(reason)
+        return Written(issued, self.commit(issued) if changed else None)
 
     def revoke_token(self, token: str, reason: str = "revoked") -> Written[None]:
         self.require_admin()
@@ -157,9 +234,16 @@ class Access(WriteModel):
             f"principal {name!r} does not exist", principal=name))
         return principal
 
+    def check_principal_known(self, name: str) -> None:
+        """Roles and grants name registered principals only (a typo would grant nothing)."""
+        if not self.exists(Principal.create_id(name)):
+            raise UnknownPrincipalError(f"principal {name!r} is not registered",
+                                        principal=name)
+
     def authenticate(self, token: str) -> Caller:
+        """Read per request, never cached: a revocation or an expiry applies at once."""
         issued = self._token(token)
-        issued.check_usable()
+        issued.check_usable(self.clock())
         return Caller(issued.principal, self.get_principal(issued.principal).admin)
 
     def _token(self, token: str) -> AccessToken:

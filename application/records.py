@@ -80,12 +80,14 @@ class Records(Access):
     def grant_role(self, scope_id: str, principal: str, role: str) -> Written[Scope]:
         scope = self.scope_for(scope_id, ADMINISTER)
         scope.grant_role(principal, role)
+        self.check_principal_known(principal)  # after the rules: nothing is saved until commit
         return Written(scope, self.commit(scope))
 
     @retry_on_write_conflict
     def revoke_role(self, scope_id: str, principal: str, role: str) -> Written[Scope]:
         scope = self.scope_for(scope_id, ADMINISTER)
         scope.revoke_role(principal, role)
+        self.check_principal_known(principal)
         return Written(scope, self.commit(scope))
 
     def administered_scope(self, scope_id: str) -> Scope:
@@ -95,13 +97,15 @@ class Records(Access):
     @retry_on_write_conflict
     def grant_read(self, scope_id: str, principal: str, resource: Resource) -> Written[Scope]:
         scope = self.scope_for(scope_id, ADMINISTER)
-        scope.grant_read(principal, resource)
+        scope.grant_read(principal, resource.checked())
+        self.check_principal_known(principal)
         return Written(scope, self.commit(scope))
 
     @retry_on_write_conflict
     def revoke_read(self, scope_id: str, principal: str, resource: Resource) -> Written[Scope]:
         scope = self.scope_for(scope_id, ADMINISTER)
-        scope.revoke_read(principal, resource)
+        scope.revoke_read(principal, resource.checked())
+        self.check_principal_known(principal)
         return Written(scope, self.commit(scope))
 
     # -- sources -----------------------------------------------------------------------------
@@ -164,7 +168,8 @@ class Records(Access):
                         lineage: Lineage | None = None) -> Written[Artifact]:
         """Basic management create; records a ``lineage_only`` Source describing the write."""
         scope = self.scope_for(scope_id, CONTRIBUTE)
-        if self.exists(artifact_aggregate_id(scope.scope_id, check_family(family), artifact_id)):
+        ArtifactRef(check_family(family), artifact_id, 1).checked()  # before a Source quotes it
+        if self.exists(artifact_aggregate_id(scope.scope_id, family, artifact_id)):
             raise ArtifactExistsError(f"{family}/{artifact_id} already exists",
                                       family=family, artifact_id=artifact_id)
         content = validate_content(family, content)  # before the write record digests it

@@ -11,8 +11,15 @@ from typing import Any
 
 from domain.errors import InvalidRequestError
 from domain.identity import canonical_json
-from domain.refs import ARTIFACT_ID_MAX, SOURCE_ID_MAX, SOURCE_TYPE_MAX, check_family
-from domain.text import check_identifier
+from domain.refs import (
+    ARTIFACT_ID_MAX,
+    SOURCE_ID_MAX,
+    SOURCE_TYPE_MAX,
+    ArtifactRef,
+    SourceRef,
+    check_family,
+)
+from domain.text import check_recorded_identifier
 
 READ = "read"
 CONTRIBUTE = "contribute"
@@ -30,7 +37,11 @@ REVOKED = "revoked"
 
 @dataclass(frozen=True)
 class Resource:
-    """A readable thing in a scope: a logical Artifact (all revisions) or a Source."""
+    """A readable thing in a scope: a logical Artifact (all revisions) or a Source.
+
+    Built under the rules ids were recorded under, since reads and replayed grants name older
+    records too; a grant or revocation a command records is ``checked`` against the alphabet.
+    """
 
     kind: str
     family: str | None = None
@@ -41,13 +52,22 @@ class Resource:
     @classmethod
     def artifact(cls, family: str, artifact_id: str) -> Resource:
         return cls("artifact", family=check_family(family),
-                   artifact_id=check_identifier("artifact_id", artifact_id, ARTIFACT_ID_MAX))
+                   artifact_id=check_recorded_identifier("artifact_id", artifact_id,
+                                                         ARTIFACT_ID_MAX))
 
     @classmethod
     def source(cls, source_type: str, source_id: str) -> Resource:
-        return cls("source", source_type=check_identifier("source_type", source_type,
-                                                          SOURCE_TYPE_MAX),
-                   source_id=check_identifier("source_id", source_id, SOURCE_ID_MAX))
+        return cls("source", source_type=check_recorded_identifier("source_type", source_type,
+                                                                   SOURCE_TYPE_MAX),
+                   source_id=check_recorded_identifier("source_id", source_id, SOURCE_ID_MAX))
+
+    def checked(self) -> Resource:
+        """The resource, its ids in the identifier alphabet (ADR-0009)."""
+        if self.kind == "artifact":
+            ArtifactRef(str(self.family), str(self.artifact_id), 1).checked()
+        else:
+            SourceRef(str(self.source_type), str(self.source_id)).checked()
+        return self
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Resource:

@@ -6,19 +6,22 @@ digest is taken; any semantic change (operation, target, a reference) changes th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from domain.errors import (
+    DomainError,
     EvidenceLimitExceededError,
     InvalidArtifactFamilyError,
     InvalidDreamOperationError,
     InvalidIdempotencyKeyError,
     InvalidTargetError,
+    raise_violations,
 )
 from domain.identity import digest
 from domain.refs import EXPERIENCE, ArtifactRef, MemoryCitation, SourceRef, normalise
+from domain.text import check_identifier
 
 REFINE_EXPERIENCE = "refine_experience"
 DERIVE_SKILL = "derive_skill"
@@ -43,34 +46,31 @@ class DreamRequest:
                memory_citations: Iterable[MemoryCitation] = (),
                sources: Iterable[SourceRef] = (), target: ArtifactRef | None = None,
                ) -> DreamRequest:
-        """Normalise, then check every rule; each violation names its field."""
-        request = cls(operation, idempotency_key, normalise(artifacts),
-                      normalise(memory_citations), normalise(sources), target)
-        request.check()
+        """Check every rule, then normalise.
+
+        A request that breaks several rules is refused with the first violation's code and
+        field, and ``details.violations`` names every violated field. Reference fields are
+        indexed in the order given.
+        """
+        given = _Given(tuple(artifacts), tuple(memory_citations), tuple(sources))
+        request = cls(operation, idempotency_key, normalise(given.artifacts),
+                      normalise(given.memory_citations), normalise(given.sources), target)
+        raise_violations([*given.violations(operation, idempotency_key, target),
+                          *request._selection_violations()])
         return request
 
-    def check(self) -> None:
-        _check_key(self.idempotency_key)
-        if self.operation not in OPERATIONS:
-            raise InvalidDreamOperationError(
-                f"operation must be one of {', '.join(OPERATIONS)}", field="operation")
-        for index, ref in enumerate(self.artifacts):
-            if ref.family != EXPERIENCE:
-                raise InvalidArtifactFamilyError("Dream artifacts must be experiences",
-                                                 field=f"artifacts[{index}].family")
-        if self.target is not None and self.target not in self.artifacts:
-            raise InvalidTargetError("the target must be one of the artifacts", field="target")
+    def _selection_violations(self) -> Iterator[DomainError]:
         selected = len(self.artifacts) + len(self.memory_citations)
         if not 1 <= selected <= MAX_SELECTED:
-            raise EvidenceLimitExceededError(
+            yield EvidenceLimitExceededError(
                 f"select 1-{MAX_SELECTED} experiences and memory citations",
                 field="artifacts", selected=selected, limit=MAX_SELECTED)
         if selected + len(self.sources) > MAX_REFERENCES:
-            raise EvidenceLimitExceededError(
+            yield EvidenceLimitExceededError(
                 f"at most {MAX_REFERENCES} references in all", field="sources",
                 total=selected + len(self.sources), limit=MAX_REFERENCES)
         if self.operation == DERIVE_SKILL:
-            _check_derive_skill(self)
+            yield from _derive_skill_violations(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The normalised request without its idempotency key: what the digest covers."""
@@ -88,31 +88,66 @@ class DreamRequest:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], idempotency_key: str) -> DreamRequest:
-        return cls.create(
+        """A stored request, rebuilt as admitted: it passed the rules of its day, and a later
+        rule (the identifier alphabet, say) must not make a recorded run unreadable."""
+        return cls(
             data["operation"], idempotency_key,
-            [ArtifactRef.from_dict(a) for a in data.get("artifacts", ())],
-            [MemoryCitation.from_dict(c) for c in data.get("memory_citations", ())],
-            [SourceRef.from_dict(s) for s in data.get("sources", ())],
+            normalise(ArtifactRef.from_dict(a) for a in data.get("artifacts", ())),
+            normalise(MemoryCitation.from_dict(c) for c in data.get("memory_citations", ())),
+            normalise(SourceRef.from_dict(s) for s in data.get("sources", ())),
             None if data.get("target") is None else ArtifactRef.from_dict(data["target"]))
 
 
+@dataclass(frozen=True)
+class _Given:
+    """The references as the caller gave them, so a violation names the caller's index."""
+
+    artifacts: tuple[ArtifactRef, ...]
+    memory_citations: tuple[MemoryCitation, ...]
+    sources: tuple[SourceRef, ...]
+
+    def violations(self, operation: str, key: str, target: ArtifactRef | None,
+                   ) -> Iterator[DomainError]:
+        yield from _refused(lambda: _check_key(key))
+        if operation not in OPERATIONS:
+            yield InvalidDreamOperationError(
+                f"operation must be one of {', '.join(OPERATIONS)}", field="operation")
+        for index, ref in enumerate(self.artifacts):
+            if ref.family != EXPERIENCE:
+                yield InvalidArtifactFamilyError("Dream artifacts must be experiences",
+                                                 field=f"artifacts[{index}].family")
+            yield from _refused(ref.checked, f"artifacts[{index}]")
+        for index, citation in enumerate(self.memory_citations):
+            yield from _refused(citation.checked, f"memory_citations[{index}]")
+        for index, source in enumerate(self.sources):
+            yield from _refused(source.checked, f"sources[{index}]")
+        if target is not None and target not in self.artifacts:
+            yield InvalidTargetError("the target must be one of the artifacts", field="target")
+
+
+def _refused(check: Callable[[], object], prefix: str = "") -> Iterator[DomainError]:
+    """The violation ``check`` raises, if any, its field under ``prefix``."""
+    try:
+        check()
+    except DomainError as error:
+        if prefix:
+            error.details["field"] = f"{prefix}.{error.details['field']}"
+        yield error
+
+
 def _check_key(key: object) -> None:
-    if (not isinstance(key, str) or not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX
-            or key != key.strip()):
-        raise InvalidIdempotencyKeyError(
-            f"idempotency_key must be 1-{IDEMPOTENCY_KEY_MAX} characters without surrounding "
-            "whitespace", field="idempotency_key")
+    check_identifier("idempotency_key", key, IDEMPOTENCY_KEY_MAX,
+                     error=InvalidIdempotencyKeyError)
 
 
-def _check_derive_skill(request: DreamRequest) -> None:
-    problems: Sequence[tuple[bool, str]] = (
+def _derive_skill_violations(request: DreamRequest) -> Iterator[DomainError]:
+    problems = (
         (bool(request.memory_citations), "memory_citations"),
         (request.target is not None, "target"),
         (not request.artifacts, "artifacts"),
     )
     for failed, field in problems:
         if failed:
-            raise InvalidDreamOperationError(
+            yield InvalidDreamOperationError(
                 "derive_skill takes experiences only, with no target and no memory citations",
                 field=field)
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 
@@ -17,6 +18,20 @@ class DomainError(Exception):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.code!r}, {self.message!r}, {self.details!r})"
+
+
+def raise_violations(violations: Sequence[DomainError]) -> None:
+    """Raise the first violation, its ``details.violations`` naming every violated field.
+
+    The first keeps its own code and details, so a client that reads only those is unaffected.
+    """
+    if not violations:
+        return
+    first = violations[0]
+    first.details["violations"] = [
+        {"field": error.details.get("field"), "code": error.code, "message": error.message}
+        for error in violations]
+    raise first
 
 
 class InvalidRequestError(DomainError):
@@ -45,6 +60,12 @@ class InvalidArtifactFamilyError(DomainError):
 
 class InvalidContentError(DomainError):
     code = "invalid_content"
+
+
+class JsonTooDeepError(DomainError):
+    """Free-form JSON nests deeper than the documented limit (``domain.text.MAX_JSON_DEPTH``)."""
+
+    code = "json_too_deep"
 
 
 class InvalidSettingsError(DomainError):
@@ -179,6 +200,20 @@ class UnauthorizedError(DomainError):
     code = "unauthorized"
 
 
+class TokenExpiredError(DomainError):
+    """The bearer token passed its expiry; a 401 like any other unusable token."""
+
+    code = "token_expired"
+
+
+class TokenNotFoundError(DomainError):
+    code = "token_not_found"
+
+
+class InvalidExpiryError(DomainError):
+    code = "invalid_expiry"
+
+
 class ForbiddenError(DomainError):
     """The caller is known in the scope but lacks the permission now."""
 
@@ -191,6 +226,12 @@ class PrincipalExistsError(DomainError):
 
 class PrincipalNotFoundError(DomainError):
     code = "principal_not_found"
+
+
+class UnknownPrincipalError(DomainError):
+    """A role or read grant named a principal that was never registered."""
+
+    code = "unknown_principal"
 
 
 class InvalidIdempotencyKeyError(DomainError):

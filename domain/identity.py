@@ -38,9 +38,12 @@ def digest(value: Any) -> str:
 
 
 def check_scope_id(scope_id: object) -> str:
-    if not isinstance(scope_id, str) or not SCOPE_ID_PATTERN.fullmatch(scope_id):
+    """A subset of the identifier alphabet (ADR-0009); ``.`` and ``..`` would be path steps."""
+    if (not isinstance(scope_id, str) or not SCOPE_ID_PATTERN.fullmatch(scope_id)
+            or scope_id in (".", "..")):
         raise InvalidScopeIdError(
-            "scope_id must be 1-128 characters of A-Z a-z 0-9 . _ : -", field="scope_id"
+            "scope_id must be 1-128 characters of A-Z a-z 0-9 . _ : - and not '.' or '..'",
+            field="scope_id",
         )
     return scope_id
 

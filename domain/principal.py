@@ -2,18 +2,61 @@
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.errors import UnauthorizedError
+from domain.errors import (
+    InvalidExpiryError,
+    TokenExpiredError,
+    TokenNotFoundError,
+    UnauthorizedError,
+)
 from domain.identity import aggregate_id
-from domain.text import check_identifier
+from domain.text import check_identifier, check_label
 
 PRINCIPAL_MAX = 256
 TOKEN_LABEL_MAX = 128
 # Principals and tokens are deployment-wide; "*" can never be a scope id.
 GLOBAL = "*"
+# A token's public name: its aggregate id, which no one can turn back into the secret.
+TOKEN_ID_PREFIX = "tok_"
+_TOKEN_ID = re.compile(r"tok_([0-9a-f]{32})")
+MAX_TOKEN_LIFETIME = timedelta(days=3660)  # ten years: beyond that, leave it unset
+
+
+def token_expiry(now: datetime, expires_in_seconds: int | None = None,
+                 expires_at: datetime | None = None) -> datetime | None:
+    """When a token issued ``now`` expires: after ``expires_in_seconds``, at ``expires_at``
+    (one of them, or neither for a token that lives until revoked)."""
+    if expires_in_seconds is not None and expires_at is not None:
+        raise InvalidExpiryError("give expires_in_seconds or expires_at, not both",
+                                 field="expires_at")
+    if expires_in_seconds is not None:
+        if not 0 < expires_in_seconds <= MAX_TOKEN_LIFETIME.total_seconds():
+            raise InvalidExpiryError(
+                "expires_in_seconds must be positive and at most ten years",
+                field="expires_in_seconds", limit=int(MAX_TOKEN_LIFETIME.total_seconds()))
+        return now + timedelta(seconds=expires_in_seconds)
+    if expires_at is None:
+        return None
+    if expires_at.tzinfo is None:
+        raise InvalidExpiryError("expires_at needs a time zone offset (e.g. Z)",
+                                 field="expires_at")
+    if not now < expires_at <= now + MAX_TOKEN_LIFETIME:
+        raise InvalidExpiryError("expires_at must be in the future and within ten years",
+                                 field="expires_at")
+    return expires_at
+
+
+def token_aggregate_id(token_id: str) -> UUID:
+    """The aggregate behind a public token id; ``token_not_found`` for anything else."""
+    match = _TOKEN_ID.fullmatch(token_id)
+    if match is None:
+        raise TokenNotFoundError("no such token", token_id=token_id)
+    return UUID(hex=match.group(1))
 
 
 class Principal(Aggregate):
@@ -42,6 +85,7 @@ class AccessToken(Aggregate):
         token_hash: str
         principal: str
         label: str
+        expires_at: datetime | None = None  # absent from tokens issued before expiry existed
 
     class Revoked(Aggregate.Event):
         reason: str
@@ -51,24 +95,40 @@ class AccessToken(Aggregate):
         return aggregate_id("token", GLOBAL, token_hash)
 
     @classmethod
-    def issue(cls, token_hash: str, principal: str, label: str) -> AccessToken:
+    def issue(cls, token_hash: str, principal: str, label: str,
+              expires_at: datetime | None = None) -> AccessToken:
+        """A token for ``principal``; ``expires_at`` comes from :func:`token_expiry`."""
         return cls(token_hash=token_hash, principal=principal,
-                   label=check_identifier("label", label, TOKEN_LABEL_MAX))
+                   label=check_label("label", label, TOKEN_LABEL_MAX), expires_at=expires_at)
 
     @event(Issued)
-    def __init__(self, token_hash: str, principal: str, label: str) -> None:
+    def __init__(self, token_hash: str, principal: str, label: str,
+                 expires_at: datetime | None = None) -> None:
         self.token_hash = token_hash
         self.principal = principal
         self.label = label
+        self.expires_at = expires_at
         self.revoked = False
 
-    def check_usable(self) -> None:
+    @property
+    def token_id(self) -> str:
+        return TOKEN_ID_PREFIX + self.id.hex
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+    def check_usable(self, now: datetime) -> None:
         if self.revoked:
             raise UnauthorizedError("the token was revoked")
+        if self.expired(now):
+            raise TokenExpiredError("the token expired", expired_at=self.expires_at)
 
-    def revoke(self, reason: str) -> None:
-        if not self.revoked:
-            self._revoked(reason=reason)
+    def revoke(self, reason: str) -> bool:
+        """Refuse the token from now on; ``False`` when it was already revoked."""
+        if self.revoked:
+            return False
+        self._revoked(reason=reason)
+        return True
 
     @event(Revoked)
     def _revoked(self, reason: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from domain.errors import (
     InvalidArtifactFamilyError,
@@ -12,7 +12,7 @@ from domain.errors import (
     InvalidMemoryCitationError,
 )
 from domain.identity import canonical_json
-from domain.text import check_identifier
+from domain.text import check_identifier, check_recorded_identifier
 
 MEMORY = "memory"
 EXPERIENCE = "experience"
@@ -40,14 +40,24 @@ def check_revision(revision: object, field_name: str = "revision") -> int:
     return revision
 
 
+# References are rebuilt from stored events, so construction keeps the rules ids were recorded
+# under; ``checked`` applies the identifier alphabet (ADR-0009) to references a command is given.
+
+
 @dataclass(frozen=True)
 class SourceRef:
     source_type: str
     source_id: str
 
     def __post_init__(self) -> None:
+        check_recorded_identifier("source_type", self.source_type, SOURCE_TYPE_MAX)
+        check_recorded_identifier("source_id", self.source_id, SOURCE_ID_MAX)
+
+    def checked(self) -> Self:
+        """Source ids may have ``/``-separated segments; types are one path segment."""
         check_identifier("source_type", self.source_type, SOURCE_TYPE_MAX)
-        check_identifier("source_id", self.source_id, SOURCE_ID_MAX)
+        check_identifier("source_id", self.source_id, SOURCE_ID_MAX, path_segment=False)
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return {"source_type": self.source_type, "source_id": self.source_id}
@@ -65,8 +75,13 @@ class ArtifactRef:
 
     def __post_init__(self) -> None:
         check_family(self.family)
-        check_identifier("artifact_id", self.artifact_id, ARTIFACT_ID_MAX, path_segment=True)
+        check_recorded_identifier("artifact_id", self.artifact_id, ARTIFACT_ID_MAX,
+                                  path_segment=True)
         check_revision(self.revision)
+
+    def checked(self) -> Self:
+        check_identifier("artifact_id", self.artifact_id, ARTIFACT_ID_MAX)
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "artifact_id": self.artifact_id, "revision": self.revision}
@@ -79,7 +94,10 @@ class ArtifactRef:
 
 @dataclass(frozen=True)
 class MemoryCitation:
-    """An exact entry version, cited through one revision of its Memory."""
+    """An exact entry version, cited through one revision of its Memory.
+
+    Any fault in a citation's ids is ``invalid_memory_citation`` (the contract's code).
+    """
 
     memory_ref: ArtifactRef
     entry_id: str
@@ -90,9 +108,18 @@ class MemoryCitation:
             raise InvalidMemoryCitationError(
                 "memory_ref.family must be memory", field="memory_ref.family"
             )
-        check_identifier("entry_id", self.entry_id, ENTRY_ID_MAX, path_segment=True)
-        check_identifier("entry_version_id", self.entry_version_id, ENTRY_ID_MAX,
-                         path_segment=True)
+        for field_name, value in (("entry_id", self.entry_id),
+                                  ("entry_version_id", self.entry_version_id)):
+            check_recorded_identifier(field_name, value, ENTRY_ID_MAX, path_segment=True,
+                                      error=InvalidMemoryCitationError)
+
+    def checked(self) -> Self:
+        for field_name, value, limit in (
+                ("memory_ref.artifact_id", self.memory_ref.artifact_id, ARTIFACT_ID_MAX),
+                ("entry_id", self.entry_id, ENTRY_ID_MAX),
+                ("entry_version_id", self.entry_version_id, ENTRY_ID_MAX)):
+            check_identifier(field_name, value, limit, error=InvalidMemoryCitationError)
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return {"memory_ref": self.memory_ref.to_dict(), "entry_id": self.entry_id,

@@ -29,7 +29,7 @@ def check_source_body(text: object, payload: object) -> tuple[str, dict[str, Any
                               allow_empty=True)
     if payload is None:
         payload = {}
-    if not isinstance(payload, Mapping) or not is_plain_json(dict(payload)):
+    if not isinstance(payload, Mapping) or not is_plain_json(dict(payload), "payload"):
         raise InvalidContentError("payload must be a plain JSON object", field="payload")
     encoded = canonical_json(payload)
     check_text("payload", encoded, SOURCE_PAYLOAD_MAX_BYTES, allow_empty=True)
@@ -73,7 +73,7 @@ class Source(Aggregate):
     def record(cls, scope_id: str, source_type: str, source_id: str, *, text: str | None = None,
                payload: Mapping[str, Any] | None = None, eligibility: str = ELIGIBLE,
                attempt_id: str | None = None, occurred_at: datetime | None = None) -> Source:
-        ref = SourceRef(source_type=source_type, source_id=source_id)
+        ref = SourceRef(source_type=source_type, source_id=source_id).checked()
         body, data = check_source_body(text, payload)
         if eligibility not in ELIGIBILITIES:
             raise InvalidRequestError(

@@ -32,7 +32,7 @@ from domain.candidate import APPROVED, CANDIDATE_FAMILIES, PENDING, REJECTED, Ca
 from domain.errors import InvalidCursorError, InvalidIdentifierError, InvalidRequestError
 from domain.identity import canonical_json
 from domain.refs import ArtifactRef
-from domain.text import check_identifier
+from domain.text import check_recorded_identifier
 from projections.base import (
     PostgresProjectionView,
     ProjectionSpec,
@@ -133,7 +133,8 @@ def decode_cursor(cursor: object) -> str:
     if tag + ":" != _CURSOR_TAG:
         raise _bad_cursor("the cursor is not a review inbox cursor")
     try:
-        return check_identifier("candidate_id", candidate_id, CANDIDATE_ID_MAX)
+        # A page may end on a Candidate named before the identifier alphabet (ADR-0009).
+        return check_recorded_identifier("candidate_id", candidate_id, CANDIDATE_ID_MAX)
     except InvalidIdentifierError:
         raise _bad_cursor("the cursor's candidate id is not a valid candidate id") from None
 

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.dream_request import DreamRequest
+from domain.dream_request import MAX_REFERENCES, MAX_SELECTED, DreamRequest
 from domain.errors import DomainError
 from domain.refs import ArtifactRef, MemoryCitation, SourceRef
 
-ids = st.text(alphabet="abcdefgh-_.0123456789", min_size=1, max_size=6)
+# "." and ".." are path steps, never ids (ADR-0009).
+ids = st.text(alphabet="abcdefgh-_.0123456789", min_size=1, max_size=6).filter(
+    lambda text: text not in (".", ".."))
 experiences = st.builds(ArtifactRef, st.just("experience"), ids, st.integers(1, 5))
 memories = st.builds(ArtifactRef, st.just("memory"), ids, st.integers(1, 5))
 citations = st.builds(MemoryCitation, memories, ids, ids)
@@ -102,6 +105,102 @@ def test_each_rule_has_its_own_code_and_field(build: object, code: str, field: s
     with pytest.raises(DomainError) as refused:
         build()
     assert (refused.value.code, refused.value.details["field"]) == (code, field)
+    # The raised violation heads the list of every violation.
+    first = refused.value.details["violations"][0]
+    assert (first["code"], first["field"]) == (code, field)
+
+
+def test_derive_skill_without_artifacts_names_artifacts_beside_the_citations() -> None:
+    with pytest.raises(DomainError) as refused:
+        DreamRequest.create("derive_skill", "k", memory_citations=[CITATION])
+    violations = refused.value.details["violations"]
+    assert [(v["code"], v["field"]) for v in violations] == [
+        ("invalid_dream_operation", "memory_citations"),
+        ("invalid_dream_operation", "artifacts")]
+
+
+@pytest.mark.parametrize(("build", "code", "field"), [
+    (lambda: DreamRequest.create("refine_experience", "k\u200b", [EXPERIENCE]),
+     "invalid_idempotency_key", "idempotency_key"),
+    (lambda: DreamRequest.create("refine_experience", "k", [
+        EXPERIENCE, ArtifactRef("experience", "..", 1)]),
+     "invalid_identifier", "artifacts[1].artifact_id"),
+    (lambda: DreamRequest.create("refine_experience", "k", [EXPERIENCE],
+                                 sources=[SourceRef("task", "a//b")]),
+     "invalid_identifier", "sources[0].source_id"),
+    (lambda: DreamRequest.create("refine_experience", "k", memory_citations=[
+        MemoryCitation(ArtifactRef("memory", "m", 2), "e\u202e", "ev_1")]),
+     "invalid_memory_citation", "memory_citations[0].entry_id"),
+    (lambda: DreamRequest.create("refine_experience", "k", memory_citations=[
+        MemoryCitation(ArtifactRef("memory", "m\u200b", 2), "e", "ev_1")]),
+     "invalid_memory_citation", "memory_citations[0].memory_ref.artifact_id"),
+])
+def test_every_id_a_request_names_is_in_the_alphabet(build: object, code: str,
+                                                      field: str) -> None:
+    assert callable(build)
+    with pytest.raises(DomainError) as refused:
+        build()
+    assert (refused.value.code, refused.value.details["field"]) == (code, field)
+
+
+BAD_ID = "\u200bx"  # accepted when a reference is rebuilt, refused when a request names it
+
+
+@st.composite
+def faulty_requests(draw: st.DrawFn) -> tuple[dict[str, Any], set[str]]:
+    """A request breaking any mix of rules, and the fields a model of the rules says broke."""
+    operation = draw(st.sampled_from(["refine_experience", "derive_skill", "dream_harder"]))
+    key = draw(st.sampled_from(["k", "", " k", "k\u202e"]))
+    artifacts = draw(st.lists(st.builds(ArtifactRef, st.sampled_from(["experience", "skill"]),
+                                        st.sampled_from(["x", "y", BAD_ID]), st.just(1)),
+                              max_size=3))
+    citations = draw(st.lists(st.builds(MemoryCitation, st.just(ArtifactRef("memory", "m", 1)),
+                                        st.sampled_from(["e", BAD_ID]), st.just("ev_1")),
+                              max_size=3))
+    sources = draw(st.lists(st.builds(SourceRef, st.just("task"),
+                                      st.sampled_from(["t", "runs/1", "../t", BAD_ID])),
+                            max_size=3))
+    if draw(st.booleans()):  # over the selection limit
+        artifacts += [ArtifactRef("experience", f"f{i}", 1) for i in range(MAX_SELECTED + 1)]
+    if draw(st.booleans()):  # over the reference limit
+        sources += [SourceRef("task", f"s{i}") for i in range(MAX_REFERENCES + 1)]
+    target = draw(st.sampled_from([None, ArtifactRef("experience", "z", 1), *artifacts[:1]]))
+
+    broken = {"idempotency_key"} if key != "k" else set()
+    broken |= {"operation"} if operation == "dream_harder" else set()
+    for index, ref in enumerate(artifacts):
+        broken |= {f"artifacts[{index}].family"} if ref.family != "experience" else set()
+        broken |= {f"artifacts[{index}].artifact_id"} if ref.artifact_id == BAD_ID else set()
+    broken |= {f"memory_citations[{i}].entry_id" for i, c in enumerate(citations)
+               if c.entry_id == BAD_ID}
+    broken |= {f"sources[{i}].source_id" for i, ref in enumerate(sources)
+               if ref.source_id in ("../t", BAD_ID)}
+    broken |= {"target"} if target is not None and target not in artifacts else set()
+    selected = len(set(artifacts)) + len(set(citations))
+    broken |= {"artifacts"} if not 1 <= selected <= MAX_SELECTED else set()
+    broken |= {"sources"} if selected + len(set(sources)) > MAX_REFERENCES else set()
+    if operation == "derive_skill":
+        broken |= {"memory_citations"} if citations else set()
+        broken |= {"target"} if target is not None else set()
+        broken |= {"artifacts"} if not artifacts else set()
+    request = {"operation": operation, "idempotency_key": key, "artifacts": artifacts,
+               "memory_citations": citations, "sources": sources, "target": target}
+    return request, broken
+
+
+@given(faulty_requests())
+def test_a_refusal_names_every_violated_field(case: tuple[dict[str, Any], set[str]]) -> None:
+    request, broken = case
+    if not broken:
+        DreamRequest.create(**request)
+        return
+    with pytest.raises(DomainError) as refused:
+        DreamRequest.create(**request)
+    violations = refused.value.details["violations"]
+    assert {violation["field"] for violation in violations} == broken
+    # The code and field clients already read are the first violation's.
+    assert (violations[0]["code"], violations[0]["field"]) == (
+        refused.value.code, refused.value.details["field"])
 
 
 def test_duplicated_citation_is_accepted_as_one() -> None:

@@ -157,6 +157,12 @@ def _reactivate_entry(world: World, suffix: str) -> Request:
     return "POST", f"{S}/memories/m/entries/e-{suffix}/reactivate", {}
 
 
+def _principal(world: World, suffix: str) -> str:
+    """A registered grantee: roles and grants name registered principals only."""
+    world.app.register_principal(f"p-{suffix}")
+    return f"p-{suffix}"
+
+
 def _granted_role(world: World, principal: str) -> Request:
     world.app.grant_role(SCOPE, principal, "reader")
     return "DELETE", f"{S}/roles/{principal}/reader", None
@@ -228,18 +234,19 @@ MATRIX: list[tuple[str, Build, dict[str, int]]] = [
      lambda w, u: ("GET", f"{S}/roles", None),
      administer()),
     ("POST {s}/roles",
-     lambda w, u: ("POST", f"{S}/roles", {"principal": f"p-{u}", "role": "reader"}),
+     lambda w, u: ("POST", f"{S}/roles", {"principal": _principal(w, u), "role": "reader"}),
      administer()),
     ("DELETE {s}/roles/{principal}/{role}",
-     lambda w, u: _granted_role(w, f"p-{u}"),
+     lambda w, u: _granted_role(w, _principal(w, u)),
      administer()),
     ("POST {s}/read-grants",
      lambda w, u: ("POST", f"{S}/read-grants",
-                   {"principal": f"p-{u}", "resource": _resource("experience", "open")}),
+                   {"principal": _principal(w, u), "resource": _resource("experience", "open")}),
      administer()),
     ("POST {s}/read-revocations",
      lambda w, u: ("POST", f"{S}/read-revocations",
-                   {"principal": f"p-{u}", "resource": _resource("task", "open", "source")}),
+                   {"principal": _principal(w, u),
+                    "resource": _resource("task", "open", "source")}),
      administer()),
     # dream runs
     ("POST {s}/dream",

@@ -33,7 +33,9 @@ from tests.property_support import PURE, assert_refused, replay, run_through_the
 # -- strategies ----------------------------------------------------------------------------
 
 PRINCIPALS = ["alice", "bob", "carol@example.com", "svc:dreamer", "p" * PRINCIPAL_MAX]
-BAD_PRINCIPALS = ["", "   ", " alice", "bob\n", "x\x00y", "p" * (PRINCIPAL_MAX + 1), 42, None]
+BAD_PRINCIPALS = ["", "   ", " alice", "bob\n", "x\x00y", "p" * (PRINCIPAL_MAX + 1), 42, None,
+                  # outside the identifier alphabet (ADR-0009): bidi, zero-width, traversal
+                  "ali\u202ece", "b\u200bob", "../../x", "..", "a/b", "\u00e9"]
 BAD_ROLES = ["owner", "", "Admin", "reader ", None, 1]
 SETTING_NAMES = sorted([*SETTING_BOUNDS, *FLAG_SETTINGS])
 RESOURCES = [Resource.artifact("experience", "e1"), Resource.artifact("memory", "m1"),
