@@ -86,7 +86,8 @@ def _skill(content: Mapping[str, Any]) -> dict[str, Any]:
 def _prompt(content: Mapping[str, Any]) -> dict[str, Any]:
     _only_keys(PROMPT, content, {"template", "parameters"})
     parameters = content.get("parameters", {})
-    if not isinstance(parameters, Mapping) or not is_plain_json(dict(parameters)) or not all(
+    if not isinstance(parameters, Mapping) or not is_plain_json(
+        dict(parameters), "content.parameters") or not all(
         isinstance(v, str | int | float | bool) or v is None for v in parameters.values()
     ):
         raise InvalidContentError(

@@ -6,33 +6,78 @@ import math
 import re
 import unicodedata
 
-from domain.errors import InvalidIdentifierError, InvalidTextError, TextTooLargeError
+from domain.errors import (
+    DomainError,
+    InvalidIdentifierError,
+    InvalidTextError,
+    JsonTooDeepError,
+    TextTooLargeError,
+)
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+# ADR-0009: RFC 3986 unreserved characters plus ":" and "@", all of which a URL path segment
+# carries unescaped; no whitespace, controls, non-ASCII look-alikes or invisible characters.
+ID_ALPHABET = "A-Z a-z 0-9 . _ ~ : @ -"
+_ID_SEGMENT = re.compile(r"[A-Za-z0-9._~:@-]+")
+_DOT_SEGMENTS = frozenset({".", ".."})
+MAX_JSON_DEPTH = 64
+"""Free-form JSON values (Source payloads, Prompt parameters) nest at most this many arrays and
+objects (``{"a": [1]}`` nests 2); deeper ones are refused with ``json_too_deep``."""
 
 
 def check_identifier(field: str, value: object, max_length: int = 128, *,
-                     path_segment: bool = False) -> str:
-    """1..max_length characters, trimmed, no control characters.
+                     path_segment: bool = True,
+                     error: type[DomainError] = InvalidIdentifierError) -> str:
+    """A new identifier: 1..max_length characters of the identifier alphabet (ADR-0009).
 
-    A ``path_segment`` identifier appears as one segment of API paths, so it has no ``/``.
+    A ``path_segment`` identifier is one segment of API paths, so it has no ``/``; otherwise
+    (Source ids) ``/`` separates segments, none of them empty, ``.`` or ``..``.
+    """
+    text = check_recorded_identifier(field, value, max_length, path_segment=path_segment,
+                                     error=error)
+    segments = [text] if path_segment else text.split("/")
+    if not all(_ID_SEGMENT.fullmatch(part) and part not in _DOT_SEGMENTS for part in segments):
+        rule = (f"use only {ID_ALPHABET} and must not be '.' or '..'" if path_segment else
+                f"be '/'-separated segments of {ID_ALPHABET}, none empty, '.' or '..'")
+        raise error(f"{field} must {rule}", field=field, alphabet=ID_ALPHABET)
+    return text
+
+
+def check_recorded_identifier(field: str, value: object, max_length: int = 128, *,
+                              path_segment: bool = False,
+                              error: type[DomainError] = InvalidIdentifierError) -> str:
+    """The rules identifiers were recorded under before the alphabet: 1..max_length characters,
+    trimmed, no control characters.
+
+    For value objects rebuilt from stored events and for names that only look records up, so
+    what was stored under these rules still loads and replays.
     """
     if not isinstance(value, str) or not value or not value.strip():
-        raise InvalidIdentifierError(f"{field} must be a non-blank string", field=field)
+        raise error(f"{field} must be a non-blank string", field=field)
     if value != value.strip() or _CONTROL.search(value) or _SURROGATE.search(value):
-        raise InvalidIdentifierError(
+        raise error(
             f"{field} must not have surrounding whitespace, control characters or unpaired "
             "surrogates", field=field,
         )
     if path_segment and "/" in value:
-        raise InvalidIdentifierError(f"{field} must not contain '/'", field=field)
+        raise error(f"{field} must not contain '/'", field=field)
     if len(value) > max_length:
-        raise InvalidIdentifierError(
+        raise error(
             f"{field} must be at most {max_length} characters",
             field=field, limit=max_length, actual=len(value),
         )
     return value
+
+
+def check_label(field: str, value: object, max_length: int) -> str:
+    """A human label (a token's, say): recorded-identifier rules, and nothing invisible or
+    direction-changing (Unicode format characters such as U+200B and U+202E)."""
+    text = check_recorded_identifier(field, value, max_length)
+    if any(unicodedata.category(char) == "Cf" for char in text):
+        raise InvalidIdentifierError(f"{field} must not contain invisible formatting characters",
+                                     field=field)
+    return text
 
 
 def check_text(field: str, value: object, max_bytes: int, *, allow_empty: bool = False) -> str:
@@ -66,17 +111,34 @@ def check_bounded_chars(field: str, value: object, max_chars: int) -> str:
     return value
 
 
-def is_plain_json(value: object) -> bool:
-    """Strings keys, finite numbers, valid Unicode: what survives a JSON round trip unchanged."""
+def is_plain_json(value: object, field: str = "value") -> bool:
+    """String keys, finite numbers, valid Unicode: what survives a JSON round trip unchanged.
+
+    Walked with an explicit stack, so nesting costs no Python stack frames (and a cycle ends);
+    arrays and objects nested deeper than ``MAX_JSON_DEPTH`` raise ``json_too_deep``.
+    """
+    pending: list[tuple[object, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if not isinstance(item, list | tuple | dict):
+            if not _is_plain_scalar(item):
+                return False
+            continue
+        if depth >= MAX_JSON_DEPTH:
+            raise JsonTooDeepError(
+                f"{field} nests arrays and objects deeper than {MAX_JSON_DEPTH} levels",
+                field=field, limit_depth=MAX_JSON_DEPTH)
+        if isinstance(item, dict):
+            if not all(isinstance(key, str) and _is_plain_scalar(key) for key in item):
+                return False
+            item = list(item.values())
+        pending.extend((child, depth + 1) for child in item)
+    return True
+
+
+def _is_plain_scalar(value: object) -> bool:
     if isinstance(value, str):
         return not _SURROGATE.search(value)
-    if isinstance(value, bool) or value is None or isinstance(value, int):
-        return True
     if isinstance(value, float):
         return math.isfinite(value)
-    if isinstance(value, list | tuple):
-        return all(is_plain_json(item) for item in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and is_plain_json(k) and is_plain_json(v)
-                   for k, v in value.items())
-    return False
+    return value is None or isinstance(value, bool | int)

@@ -23,6 +23,7 @@ command's position.
 
 from __future__ import annotations
 
+import re
 from abc import ABC
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,8 @@ ARTIFACT = "artifact"  # aggregate types in the identity table
 CANDIDATE = "candidate"
 DEFAULT_MAX_DEPTH = 50
 MAX_DEPTH = 1000
+MAX_KEY_CHARS = 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 # (column, type, constraint). Types are the dialect's: key (byte-ordered text), int.
 EDGE_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -187,6 +190,16 @@ def check_node_kind(kind: object) -> str:
         raise InvalidRequestError(f"kind must be one of {', '.join(NODE_KINDS)}",
                                   field="kind", kind=kind)
     return str(kind)
+
+
+def check_node_key(key: object) -> str:
+    """A key to look up: text without control characters (no node has one, and PostgreSQL
+    text cannot even hold NUL)."""
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_CHARS or _CONTROL.search(key):
+        raise InvalidRequestError(
+            f"key must be 1-{MAX_KEY_CHARS} characters without control characters",
+            field="key", limit_chars=MAX_KEY_CHARS)
+    return key
 
 
 def check_max_depth(max_depth: object) -> int:
@@ -324,6 +337,7 @@ class ProvenanceView(ProjectionView, ABC):
         terminate: the walk stops at ``max_depth`` and ``UNION`` drops repeated rows.
         """
         check_node_kind(kind)
+        check_node_key(key)
         check_max_depth(max_depth)
         return [Dependent(row["kind"], row["key"], int(row["depth"])) for row in self._select(
             self._impact_sql(), {"scope_id": scope_id, "kind": kind, "key": key,
@@ -332,6 +346,7 @@ class ProvenanceView(ProjectionView, ABC):
     def dependencies(self, scope_id: str, kind: str, key: str) -> list[Node]:
         """What the node depends on directly, ordered by kind and key."""
         check_node_kind(kind)
+        check_node_key(key)
         p = self.dialect.param
         rows = self._select(
             f"SELECT dependency_kind, dependency_key FROM {self.table('_edges')} "

@@ -46,6 +46,7 @@ _CURSOR_MAX_BYTES = len(str(MAX_STAMP)) + 1 + RUN_ID_MAX * 4  # UTF-8: up to 4 b
 _CURSOR_MAX_CHARS = 4 * -(-_CURSOR_MAX_BYTES // 3)
 _CURSOR_CHARS = re.compile(r"[A-Za-z0-9_-]+")
 _STAMP = re.compile(r"[0-9]{1,19}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 
@@ -158,6 +159,8 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
         raise _bad_cursor("the cursor's timestamp is not a non-negative 64-bit integer")
     if not 1 <= len(run_id) <= RUN_ID_MAX:
         raise _bad_cursor(f"the cursor's run id must be 1-{RUN_ID_MAX} characters")
+    if _CONTROL.search(run_id):  # never issued; PostgreSQL text cannot even hold NUL
+        raise _bad_cursor("the cursor's run id has control characters")
     return int(stamp), run_id
 
 
@@ -243,6 +246,10 @@ class RunsView(ProjectionView, ABC):
                      started_at=to_micros(started_at), model_config_id=model_config_id,
                      lease_expires_at=None if lease_expires_at is None
                      else to_micros(lease_expires_at))
+
+    def lease_renewed(self, aggregate_id: UUID, lease_expires_at: datetime,
+                      tracking: Tracking) -> None:
+        self._change(aggregate_id, tracking, lease_expires_at=to_micros(lease_expires_at))
 
     def run_requeued(self, aggregate_id: UUID, tracking: Tracking) -> None:
         self._change(aggregate_id, tracking, status=QUEUED, lease_expires_at=None)
@@ -379,6 +386,12 @@ class RunsProjection(Projection[RunsView]):
         self.view.run_started(domain_event.originator_id, domain_event.attempt,
                               domain_event.started_at, domain_event.model_config_id, tracking,
                               domain_event.lease_expires_at)
+
+    @process_event.register
+    def _lease_renewed(self, domain_event: DreamRun.LeaseRenewed, tracking: Tracking) -> None:
+        # A live attempt's heartbeat: the run is not offered to other workers meanwhile.
+        self.view.lease_renewed(domain_event.originator_id, domain_event.lease_expires_at,
+                                tracking)
 
     @process_event.register
     def _requeued(self, domain_event: DreamRun.Requeued, tracking: Tracking) -> None:

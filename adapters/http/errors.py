@@ -6,37 +6,47 @@ No stack trace, exception class or internal name ever reaches a response.
 from __future__ import annotations
 
 import logging
+import math
+import re
 from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from adapters.projection_runtime import ProjectionFailedError, ProjectionStoppedError
+from adapters.projection_runtime import ProjectionStoppedError, ProjectionUnavailableError
+from application.write_model import STORE_ERRORS
 from domain.errors import DomainError
 
 log = logging.getLogger("dream.http")
+_UNENCODABLE = re.compile(r"[\ud800-\udfff]")
 
 _STATUS_CODES: dict[int, tuple[str, ...]] = {
-    401: ("unauthorized",),
+    401: ("unauthorized", "token_expired"),
     403: ("forbidden", "access_revoked"),
     404: ("not_found", "scope_not_found", "source_not_found", "artifact_not_found",
           "revision_not_found", "memory_entry_not_found", "reference_not_found",
           "candidate_not_found", "dream_not_found", "principal_not_found",
-          "aggregate_not_found"),
+          "aggregate_not_found", "token_not_found"),
     409: ("scope_exists", "source_conflict", "source_withdrawn", "artifact_exists",
           "artifact_conflict", "memory_entry_exists", "candidate_exists", "candidate_conflict",
           "candidate_terminal", "write_conflict", "idempotency_conflict", "principal_exists"),
     413: ("payload_too_large",),
     429: ("capacity_exceeded",),
-    503: ("access_unavailable", "capability_unavailable", "read_model_lagging",
-          "read_model_unavailable"),
+    503: ("access_unavailable", "capability_unavailable", "read_model_behind",
+          "read_model_unavailable", "store_unavailable"),
 }
 STATUS_BY_CODE = {code: status for status, codes in _STATUS_CODES.items() for code in codes}
 UNPROCESSABLE = 422
+STORE_RETRY_AFTER = "1"
+# The store library's outage errors (StoreUnavailableError is one), and the driver's own for
+# code that talks to a connection directly (a pool timeout is an OperationalError).
+STORE_OUTAGES = (*STORE_ERRORS, psycopg.OperationalError, psycopg.InterfaceError)
 _ERROR_HEADERS = {"unauthorized": {"WWW-Authenticate": "Bearer"},
+                  "token_expired": {"WWW-Authenticate": 'Bearer error="invalid_token"'},
                   "capacity_exceeded": {"Retry-After": "1"}}
 
 
@@ -47,9 +57,26 @@ def status_for(code: str) -> int:
 
 def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
-    body = {"error": {"code": code, "message": message,
-                      "details": jsonable_encoder(details or {})}}
+    """The one place every error answer is built: whatever a message or the details echo of
+    the request, the response renders (see ``printable``)."""
+    body = {"error": {"code": code, "message": printable(message),
+                      "details": printable(jsonable_encoder(details or {}))}}
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def printable(value: Any) -> Any:
+    """A copy of a JSON-like value that always renders as UTF-8 JSON: lone surrogates (a
+    client can send ``"\\ud800"``; UTF-8 cannot encode it) become U+FFFD, non-finite numbers
+    become their names. Details are built by this service, so their depth is small."""
+    if isinstance(value, str):
+        return _UNENCODABLE.sub("\ufffd", value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {printable(str(key)): printable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable(item) for item in value]
+    return value
 
 
 def _domain_error(_: Request, error: Exception) -> JSONResponse:
@@ -70,16 +97,32 @@ def _validation_error(_: Request, error: Exception) -> JSONResponse:
 
 def _http_error(_: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
+    if error.status_code == 400:  # the framework could not parse the body
+        return error_response(UNPROCESSABLE, "invalid_request",
+                              "the request body is not valid JSON", {"field": "body"})
     code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
     return error_response(error.status_code, code, str(error.detail))
 
 
 def _read_model_behind(_: Request, error: Exception) -> JSONResponse:
-    # A read model that has not reached the requested position (or has stopped) is a
-    # temporary condition, never a server bug.
-    code = "read_model_lagging" if isinstance(error, TimeoutError) else "read_model_unavailable"
-    return error_response(503, code, "the read model is not available at that position yet",
-                          headers={"Retry-After": "1"})
+    # A read model that has not reached the position a read needs, or cannot follow the
+    # store right now, is a temporary condition, never a server bug.
+    if isinstance(error, TimeoutError):
+        return error_response(503, "read_model_behind",
+                              "the read model has not caught up with the store yet; retry",
+                              headers={"Retry-After": "1"})
+    return error_response(503, "read_model_unavailable",
+                          "the read model cannot follow the store right now (see /healthz); "
+                          "retry", headers={"Retry-After": "1"})
+
+
+def _store_unavailable(_: Request, error: Exception) -> JSONResponse:
+    # The store is down, the connection dropped or a lock was held past its timeout: the
+    # command stored all or nothing and may be retried. Logged, as a store bug would land here.
+    log.warning("store unavailable: %s: %s", type(error).__name__, error)
+    return error_response(503, "store_unavailable",
+                          "the event store is not answering right now; nothing was half-stored, "
+                          "retry", headers={"Retry-After": STORE_RETRY_AFTER})
 
 
 def _unexpected(_: Request, error: Exception) -> JSONResponse:
@@ -91,6 +134,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(DomainError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
-    for error in (TimeoutError, ProjectionFailedError, ProjectionStoppedError):
+    for error in (TimeoutError, ProjectionUnavailableError, ProjectionStoppedError):
         app.add_exception_handler(error, _read_model_behind)
+    for outage in STORE_OUTAGES:
+        app.add_exception_handler(outage, _store_unavailable)
     app.add_exception_handler(Exception, _unexpected)

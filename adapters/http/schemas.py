@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from application.review import EvidenceView, Reviewed, Revision
 from domain.artifact import Artifact, ArtifactRevision, EntryVersion
 from domain.dream_request import DreamRequest
-from domain.dream_run import DreamRun
+from domain.dream_run import DreamRun, failure_reason
 from domain.errors import DomainError
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.scope import Scope
@@ -24,7 +24,21 @@ from projections.runs import RunSummary
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """A request body: unknown fields refused, and no coercion between JSON types (``true`` is
+    not ``1``, ``"1"`` is not a number, ``1`` is not a string)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _date_time_text(value: object) -> object:
+    if isinstance(value, str | datetime):
+        return value
+    msg = "must be an ISO 8601 date-time string"
+    raise ValueError(msg)
+
+
+# JSON has no date-time type: an ISO 8601 string is the one accepted form (no numbers).
+IsoDateTime = Annotated[datetime, Field(strict=False), BeforeValidator(_date_time_text)]
 
 
 # -- references --------------------------------------------------------------------------------
@@ -102,7 +116,7 @@ class RecordSource(Strict):
     payload: dict[str, Any] | None = None
     eligibility: str = "eligible"
     attempt_id: str | None = None
-    occurred_at: datetime | None = None
+    occurred_at: IsoDateTime | None = None
 
 
 class CreateArtifact(Strict):
@@ -154,7 +168,9 @@ class ReactivateEntry(Strict):
 
 class Written(BaseModel):
     position: int | None = Field(
-        description="Event position this command produced; null when nothing changed.")
+        description="Event position of what is shown: the last event a command produced, or "
+                    "on a read or an idempotent replay the aggregate's last event (wait for it "
+                    "with `after=`); null only for an exact historical version read.")
 
 
 class ScopeView(Written):
@@ -271,9 +287,12 @@ class ErrorResponse(BaseModel):
 
 class ProjectionHealth(BaseModel):
     position: int = Field(description="Last event position the read model applied.")
-    lag: int = Field(description="Events recorded but not yet applied.")
-    dead_letters: int = Field(0, description="Events the read model could not apply "
-                              "(recorded, never skipped silently).")
+    lag: int | None = Field(description="Events recorded but not yet applied (null: the store "
+                                        "cannot be reached).")
+    dead_letters: int | None = Field(0, description="Events the read model could not apply "
+                                     "(recorded, never skipped silently; null: unknown now).")
+    following: bool = Field(True, description="false while its runner retries a store error.")
+    reason: str | None = Field(None, description="The error it retries, while not following.")
 
 
 class WorkerHealth(BaseModel):
@@ -284,9 +303,11 @@ class WorkerHealth(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok", "degraded"] = Field(
-        description="degraded while any read model holds dead letters")
+        description="degraded while the store cannot be reached, a read model cannot follow "
+                    "it (both: HTTP 503) or a read model holds dead letters (HTTP 200)")
     store: str = Field(description="sqlite or postgres")
-    position: int
+    position: int | None = Field(description="The store's head (null: cannot be reached).")
+    reasons: list[str] = Field(default_factory=list, description="Why it is degraded.")
     projections: dict[str, ProjectionHealth]
     workers: WorkerHealth | None = Field(None, description="null: this process runs no workers")
 
@@ -345,6 +366,9 @@ class DreamRunSummary(BaseModel):
     target: ArtifactRefBody | None
     candidate: CandidateRef | None
     error: str | None
+    reason: str | None = Field(description=(
+        "Why the run ended as it did: for a failed run, a human sentence for its `error` "
+        "code; on a single run also a succeeded run's reason; null while unfinished."))
     accepted_at: datetime
     started_at: datetime | None
     completed_at: datetime | None
@@ -363,15 +387,19 @@ class DreamRunSummary(BaseModel):
                    operation=summary.operation, status=summary.status,  # type: ignore[arg-type]
                    outcome=summary.outcome,  # type: ignore[arg-type]
                    target=None if target is None else ArtifactRefBody(**target),
-                   candidate=candidate, error=summary.error, accepted_at=summary.accepted_at,
+                   candidate=candidate, error=summary.error,
+                   reason=None if summary.error is None else failure_reason(summary.error),
+                   accepted_at=summary.accepted_at,
                    started_at=summary.started_at, completed_at=summary.completed_at,
                    attempt_count=summary.attempt_count, reused=summary.reused)
 
 
 class DreamRunView(DreamRunSummary):
-    position: int | None = Field(description="Event position of the admission (null: replay).")
+    position: int | None = Field(
+        description="Event position of what is shown: the admission, or on a read or replay "
+                    "the run's last event (a worker's change included; wait for it with "
+                    "`after=`).")
     terminal: bool
-    reason: str | None
     input_manifest: dict[str, Any] | None
     usage: Usage
     budget: dict[str, int]

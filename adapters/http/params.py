@@ -1,0 +1,43 @@
+"""Path and query parameters are checked before any route looks anything up with them.
+
+No identifier, cursor, key or search word this service issues or stores has a control
+character, and PostgreSQL text cannot even hold NUL: such a value is refused with 422 on every
+store alike, with the code its kind of parameter has elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import Request
+
+from domain.errors import (
+    DomainError,
+    InvalidCursorError,
+    InvalidIdentifierError,
+    InvalidRequestError,
+    InvalidScopeIdError,
+)
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _refusal(place: str, name: str) -> DomainError:
+    message = f"{name} must not contain control characters"
+    if name == "scope_id":
+        return InvalidScopeIdError(message, field=name)
+    if name == "cursor":
+        return InvalidCursorError(message, field=name, reason="control characters")
+    if place == "path":  # every other path parameter is an identifier (integers are typed)
+        return InvalidIdentifierError(message, field=name)
+    return InvalidRequestError(message, field=name)
+
+
+def plain_parameters(request: Request) -> None:
+    """Refuse a path or query value with a control character (a router dependency)."""
+    for name, value in request.path_params.items():
+        if isinstance(value, str) and _CONTROL.search(value):
+            raise _refusal("path", name)
+    for name, value in request.query_params.multi_items():
+        if _CONTROL.search(name) or _CONTROL.search(value):
+            raise _refusal("query", name)
