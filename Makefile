@@ -1,31 +1,41 @@
 # One command each: `make demo` runs the main job on the embedded store, `make test` runs the
-# tests. Both create the virtual environment and install what they need on first use.
+# tests. Both create the virtual environment and install what they need on first use: the demo
+# only the runtime dependencies, tests and lint the dev tools as well. Each install has its own
+# stamp, so either target works first from a clean clone.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
+DEV := $(VENV)/.installed-dev
 
 .PHONY: venv demo test lint bench ci clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME)
+
+# The dev extra includes the runtime dependencies, so it satisfies the runtime stamp too.
+$(DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(RUNTIME) $(DEV)
 
-venv: $(STAMP)
+venv: $(DEV)
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/dream demo
 
-test: $(STAMP)
+test: $(DEV)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(RUNTIME)
 	$(BIN)/dream bench core
 	$(BIN)/dream bench http
 	$(BIN)/dream bench dream

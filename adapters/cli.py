@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ from adapters.replay_verification import verify
 from adapters.settings import Settings
 from application.access import LOCAL_CALLER, acting_as
 from application.audit import AUDITABLE
-from domain.errors import DomainError, InvalidRequestError, PrincipalNotFoundError
+from domain.errors import DomainError, InvalidExpiryError, InvalidRequestError
+from domain.principal import AccessToken
 from domain.refs import ArtifactRef
 from projections.catalog import READ_MODELS, read_model
 
@@ -80,7 +82,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     """Execute Dream runs until SIGTERM/SIGINT; the read models are hosted by `dream serve`."""
     from adapters.projection_runtime import open_view  # noqa: PLC0415
-    from adapters.workers import worker_pool  # noqa: PLC0415
+    from adapters.workers import when_store_answers, worker_pool  # noqa: PLC0415
     from projections.runs import RUNS  # noqa: PLC0415
 
     settings = _settings(args)
@@ -89,15 +91,19 @@ def _worker(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    app, view = open_dreaming(settings), open_view(RUNS, settings)
+    app = when_store_answers(lambda: open_dreaming(settings), stop)
+    view = None if app is None else when_store_answers(lambda: open_view(RUNS, settings), stop)
     try:
-        with worker_pool(app, settings, view.claimable):
-            print(f"dream worker: {settings.workers} concurrent generations", file=sys.stderr,
-                  flush=True)
-            stop.wait()
+        if app is not None and view is not None:
+            with worker_pool(app, settings, view.claimable):
+                print(f"dream worker: {settings.workers} concurrent generations",
+                      file=sys.stderr, flush=True)
+                stop.wait()
     finally:
-        view.close()
-        app.close()
+        if view is not None:
+            view.close()
+        if app is not None:
+            app.close()
     return 0
 
 
@@ -112,25 +118,85 @@ def _openapi(args: argparse.Namespace) -> int:
 
 def _token_create(args: argparse.Namespace) -> int:
     """Operators with direct store access issue tokens as the local administrator."""
+    expires_at = _expires_at(args.expires_at)
     app = open_dreaming(_settings(args))
     try:
         with acting_as(LOCAL_CALLER):
             if args.scope:
                 app.get_scope(args.scope)  # refuse before writing anything
-            try:
-                app.get_principal(args.principal)
-            except PrincipalNotFoundError:
-                app.register_principal(args.principal, admin=args.admin)
-            token = app.issue_token(args.principal, args.label).value
+            issued = app.issue_token_for(args.principal, args.label, admin=args.admin,
+                                         expires_in_seconds=args.expires_in,
+                                         expires_at=expires_at).value
             if args.scope:
                 app.grant_role(args.scope, args.principal, args.role)
     finally:
         app.close()
     if args.json:
-        print(json.dumps({"principal": args.principal, "token": token, "scope": args.scope,
-                          "role": args.role if args.scope else None}))
+        print(json.dumps({"principal": args.principal, "token": issued.secret,
+                          "token_id": issued.record.token_id, "scope": args.scope,
+                          "role": args.role if args.scope else None,
+                          "expires_at": _iso(issued.record.expires_at)}))
     else:
-        print(token)
+        print(issued.secret)
+    return 0
+
+
+def _expires_at(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidExpiryError("--expires-at is not an ISO 8601 date-time",
+                                 field="--expires-at") from None
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _token_record(token: AccessToken, now: datetime) -> dict[str, Any]:
+    """A token's public record, as the API lists it: never the secret."""
+    return {"token_id": token.token_id, "principal": token.principal, "label": token.label,
+            "created_at": _iso(token.created_on), "expires_at": _iso(token.expires_at),
+            "expired": token.expired(now), "revoked": token.revoked}
+
+
+def _token_state(record: dict[str, Any]) -> str:
+    return "revoked" if record["revoked"] else "expired" if record["expired"] else "active"
+
+
+def _token_list(args: argparse.Namespace) -> int:
+    app = open_dreaming(_settings(args))
+    try:
+        with acting_as(LOCAL_CALLER):
+            records = [_token_record(token, app.clock())
+                       for token in app.list_tokens(args.principal)]
+    finally:
+        app.close()
+    if args.json:
+        print(json.dumps({"tokens": records}, indent=2))
+        return 0
+    for record in records:
+        print(f"{record['token_id']}  {record['principal']}  {record['label']}  "
+              f"created {record['created_at']}  expires {record['expires_at'] or 'never'}  "
+              f"{_token_state(record)}")
+    return 0
+
+
+def _token_revoke(args: argparse.Namespace) -> int:
+    app = open_dreaming(_settings(args))
+    try:
+        with acting_as(LOCAL_CALLER):
+            written = app.revoke_token_by_id(args.token_id, reason=args.reason)
+            record = _token_record(written.value, app.clock())
+    finally:
+        app.close()
+    if args.json:
+        print(json.dumps(record | {"position": written.position}))
+    else:
+        print(f"{record['token_id']}  {record['principal']}  revoked"
+              + ("" if written.position is not None else " (already)"))
     return 0
 
 
@@ -150,8 +216,12 @@ def _print_run(run: DreamRunView, as_json: bool) -> None:
     print(f"{run.run_id}  {run.operation}  {run.status}"
           + (f"  outcome={run.outcome}" if run.outcome else "")
           + (f"  error={run.error}" if run.error else ""))
+    if run.error and run.reason:
+        print(f"  reason: {run.reason}")
     if run.candidate:
         print(f"  candidate {run.candidate.candidate_id} v{run.candidate.version}")
+    if run.position is not None:
+        print(f"  position {run.position} (`dream list --after {run.position}` includes this)")
 
 
 def _dream_run(args: argparse.Namespace) -> int:
@@ -171,7 +241,7 @@ def _dream_show(args: argparse.Namespace) -> int:
 def _dream_list(args: argparse.Namespace) -> int:
     with _client(args) as client:
         page = client.list_dreams(args.scope, status=args.status, operation=args.operation,
-                                  cursor=args.cursor, limit=args.limit)
+                                  cursor=args.cursor, limit=args.limit, after=args.after)
     if args.json:
         print(page.model_dump_json(indent=2))
         return 0
@@ -338,7 +408,8 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
 
 
 Commands = Any  # argparse's private _SubParsersAction
-AFTER_HELP = "wait until the read model includes this event position (a command's position)"
+AFTER_HELP = ("an event position the answer must include, e.g. a position `dream show` "
+              "printed; every list already includes what was recorded before it was asked")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -373,7 +444,8 @@ def _local_commands(commands: Commands) -> None:
     openapi.set_defaults(handler=_openapi)
 
     bench = commands.add_parser("bench", help="run a benchmark")
-    bench.add_argument("suite", choices=["core", "http", "dream", "execution", "review", "audit"],
+    bench.add_argument("suite", choices=["core", "http", "dream", "execution", "review", "audit",
+                                          "freshness"],
                        help="which benchmark")
     bench.add_argument("options", nargs=argparse.REMAINDER,
                        help="passed to the suite, e.g. --quick, --json, --stores sqlite")
@@ -385,16 +457,49 @@ def _admin_commands(commands: Commands) -> None:
         dest="admin_command", required=True)
     token = admin.add_parser("token", help="bearer tokens").add_subparsers(
         dest="token_command", required=True)
-    create = token.add_parser("create", help="issue a token (registers the principal)")
+    create = token.add_parser(
+        "create", help="issue a token (registers the principal)",
+        description="Issue a bearer token, registering the principal on first use, and "
+        "print it: this is the only time the secret is shown (only its hash is stored). "
+        "Talks to the store directly, as the local administrator.")
     create.add_argument("--principal", required=True)
-    create.add_argument("--label", default="cli")
-    create.add_argument("--admin", action="store_true", help="a deployment administrator")
+    create.add_argument("--label", default="cli", help="what the token is for (default: cli)")
+    create.add_argument("--admin", action="store_true",
+                        help="a deployment administrator (must match an existing principal)")
     create.add_argument("--scope", help="also grant a role in this scope")
     create.add_argument("--role", default="reader",
                         choices=["reader", "contributor", "reviewer", "admin"])
-    create.add_argument("--json", action="store_true")
+    expiry = create.add_mutually_exclusive_group()
+    expiry.add_argument("--expires-in", type=int, metavar="SECONDS",
+                        help="the token expires this many seconds from now (default: never)")
+    expiry.add_argument("--expires-at", metavar="ISO",
+                        help="the token expires at this instant, e.g. 2027-01-31T00:00:00Z")
+    create.add_argument("--json", action="store_true",
+                        help="print JSON (token, token_id, principal, expires_at, ...)")
     _store_options(create)
     create.set_defaults(handler=_token_create)
+
+    listing = token.add_parser(
+        "list", help="list tokens (never their secrets)",
+        description="List every token ever issued, oldest first: token id, principal, "
+        "label, creation and expiry times, and whether it is active, expired or revoked. "
+        "Secrets are never stored, so they cannot be shown.")
+    listing.add_argument("--principal", help="only this principal's tokens")
+    listing.add_argument("--json", action="store_true", help="print JSON only")
+    _store_options(listing)
+    listing.set_defaults(handler=_token_list)
+
+    revoke = token.add_parser(
+        "revoke", help="revoke a token by its id",
+        description="Revoke a token by the id `dream admin token list` shows. Every API "
+        "process refuses it from its next request on (tokens are read per request). "
+        "Revoking a revoked token changes nothing.")
+    revoke.add_argument("token_id", help="tok_... from `dream admin token list`")
+    revoke.add_argument("--reason", default="revoked with the CLI",
+                        help="recorded in the token's history")
+    revoke.add_argument("--json", action="store_true", help="print JSON only")
+    _store_options(revoke)
+    revoke.set_defaults(handler=_token_revoke)
 
 
 def _client_commands(commands: Commands) -> None:
@@ -416,6 +521,7 @@ def _client_commands(commands: Commands) -> None:
     listing.add_argument("--operation", choices=["refine_experience", "derive_skill"])
     listing.add_argument("--cursor")
     listing.add_argument("--limit", type=int)
+    listing.add_argument("--after", type=int, help=AFTER_HELP)
     listing.set_defaults(handler=_dream_list)
 
     _review_commands(commands)

@@ -49,6 +49,7 @@ from adapters.http.schemas import (
     SourceView,
     TraceView,
 )
+from adapters.http.token_routes import IssuedTokenView, TokenChange, TokenPage
 from domain.access import Resource
 from domain.dream_request import DreamRequest
 from domain.errors import DomainError
@@ -64,7 +65,7 @@ __all__ = [
     "MethodNotAllowedError",
     "NotFoundError",
     "PayloadTooLargeError",
-    "ReadModelLaggingError",
+    "ReadModelBehindError",
     "ReadModelUnavailableError",
     "SkillFile",
     "error_class",
@@ -126,19 +127,26 @@ class AccessUnavailableError(ApiError):
     code = "access_unavailable"
 
 
-class ReadModelLaggingError(ApiError):
-    """The read model had not reached the requested position in time; retry."""
+class ReadModelBehindError(ApiError):
+    """The read model had not reached the position the read needed in time; retry."""
 
-    code = "read_model_lagging"
+    code = "read_model_behind"
 
 
 class ReadModelUnavailableError(ApiError):
     code = "read_model_unavailable"
 
 
+class StoreUnavailableError(ApiError):
+    """The event store did not answer in time; nothing was half-stored, retry."""
+
+    code = "store_unavailable"
+
+
 _TRANSPORT_ERRORS: tuple[type[ApiError], ...] = (
     HttpError, NotFoundError, MethodNotAllowedError, PayloadTooLargeError, InternalError,
-    AccessUnavailableError, ReadModelLaggingError, ReadModelUnavailableError,
+    AccessUnavailableError, ReadModelBehindError, ReadModelUnavailableError,
+    StoreUnavailableError,
 )
 
 
@@ -334,6 +342,26 @@ class DreamClient:
                     resource: ResourceLike) -> RolesView:
         return self._call(RolesView, "POST", _path("scopes", scope_id, "read-revocations"),
                           {"principal": principal, "resource": _plain(resource)})
+
+    # -- tokens (deployment administrators) ------------------------------------------------
+
+    def list_tokens(self, *, principal: str | None = None) -> TokenPage:
+        """Every token's public record (never a secret), oldest first."""
+        return self._call(TokenPage, "GET", _query(_path("admin", "tokens"),
+                                                   principal=principal))
+
+    def issue_token(self, *, principal: str, label: str | None = None, admin: bool = False,
+                    expires_in_seconds: int | None = None,
+                    expires_at: datetime | str | None = None) -> IssuedTokenView:
+        """A new token (registering ``principal`` if new); ``.token`` is the only copy."""
+        when = expires_at.isoformat() if isinstance(expires_at, datetime) else expires_at
+        return self._call(IssuedTokenView, "POST", _path("admin", "tokens"),
+                          _body(principal=principal, label=label, admin=admin,
+                                expires_in_seconds=expires_in_seconds, expires_at=when))
+
+    def revoke_token(self, token_id: str) -> TokenChange:
+        """Revoke by public id; every server refuses the token from its next request on."""
+        return self._call(TokenChange, "DELETE", _path("admin", "tokens", token_id))
 
     # -- sources ---------------------------------------------------------------------------
 
@@ -598,7 +626,11 @@ class DreamClient:
     # -- operations ------------------------------------------------------------------------
 
     def health(self) -> Health:
-        return Health.model_validate(self.request("GET", "/healthz"))
+        """``/healthz``, also while degraded (it answers 503 then, with the same body)."""
+        response = self.http.request("GET", "/healthz")
+        if response.status_code not in (200, 503):
+            raise _error_from(response)
+        return Health.model_validate(response.json())
 
     def metrics(self) -> str:
         """The Prometheus text exposition of ``/metrics``."""

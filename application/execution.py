@@ -4,17 +4,21 @@ transaction, validate, and commit the outcome and its Candidate together.
 Per-run values (run, attempt, requester, deadline) travel as arguments in an ``Attempt``; nothing
 about a run is kept on the executor, so one executor serves any number of concurrent runs.
 Every write names its attempt: a worker whose attempt was superseded is refused by the run
-(``attempt_conflict``) and by the store (the run's version moved), and stops silently.
+(``attempt_conflict``) and by the store (the run's version moved), and stops silently. While the
+model call is in flight a heartbeat renews the attempt's lease, so a call may outlast the lease;
+the call is bounded by the model timeout and the run's deadline alone.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from types import TracebackType
 
 from application.dreaming import Dreaming
 from application.generation import (
@@ -26,6 +30,7 @@ from application.generation import (
     GeneratorLookup,
     TransientGenerationError,
 )
+from application.write_model import STORE_ERRORS
 from domain.candidate import APPROVED, PENDING, Candidate
 from domain.dream_plan import DreamPlan, parse_plan
 from domain.dream_queue import DreamQueue
@@ -52,8 +57,8 @@ DEFAULT_LEASE_SECONDS = 60.0
 _RECORDED_AS = {"reference_not_found": "evidence_unavailable",
                 "invalid_memory_citation": "evidence_unavailable",
                 "invalid_candidate": "invalid_generation_output"}
-# A live attempt's model call ends this long before its lease, so no one takes it over.
-LEASE_SAFETY_SECONDS = 5.0
+# A live attempt renews its lease this many times per lease, so one lost beat costs nothing.
+HEARTBEATS_PER_LEASE = 3
 # How often a finishing write is retried when only the scope's queue moved under it.
 FINISH_TRIES = 40
 CLAIM_TRIES = 3
@@ -85,13 +90,49 @@ class CandidateId:
         return f"cand_dream_{run_id}"
 
 
+class Heartbeat:
+    """Calls ``renew`` every ``interval`` seconds until stopped, or until it answers ``False``:
+    then the attempt is ``lost`` (a newer attempt owns the run) and must not record anything."""
+
+    def __init__(self, renew: Callable[[], bool], interval: float, name: str) -> None:
+        self._renew = renew
+        self._interval = interval
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=name, daemon=True)
+        self.lost = False
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._stopped.set()
+        self._thread.join()  # no renewal may land after the attempt moves on
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(self._interval):
+            try:
+                if not self._renew():
+                    self.lost = True
+                    return
+            except Exception as error:
+                # The store is unreachable: try again next beat; if the lease runs out
+                # meanwhile, fencing keeps a late outcome of this attempt out.
+                log.warning("a lease renewal failed (%s); retrying at the next heartbeat",
+                            type(error).__name__)
+
+
 class DreamExecutor:
     def __init__(self, app: Dreaming, generators: GeneratorLookup,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS,
-                 before_commit: Callable[[Attempt], None] | None = None) -> None:
+                 before_commit: Callable[[Attempt], None] | None = None,
+                 heartbeat_seconds: float | None = None) -> None:
         self.app = app
         self.generators = generators
         self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = (lease_seconds / HEARTBEATS_PER_LEASE
+                                  if heartbeat_seconds is None else heartbeat_seconds)
         # A test seam: an injected failure here must leave neither a Candidate nor a result.
         self.before_commit = before_commit
 
@@ -131,7 +172,9 @@ class DreamExecutor:
         try:
             self._attempt(attempt)
         except (AttemptConflictError, RunTerminalError, WriteConflictError):
-            log.info("attempt %s of %s was superseded", attempt.number, attempt.run.run_id)
+            # Worth an operator's eye: a worker stalled past its lease and its work was redone.
+            log.warning("attempt %s of run %s was superseded; its outcome is discarded",
+                        attempt.number, attempt.run.run_id)
             return None
         except TransientGenerationError as error:
             self._retry_or_fail(attempt, "generation_failed", str(error))
@@ -141,6 +184,10 @@ class DreamExecutor:
             self._fail(attempt, "generation_failed", str(error))
         except DomainError as error:
             self._fail(attempt, _RECORDED_AS.get(error.code, error.code), error.message)
+        except STORE_ERRORS:
+            # Not the run's failure: the attempt stays as stored (running, leased) and the
+            # caller resumes it once the store answers again (see ``resume``).
+            raise
         except Exception as error:
             log.exception("run %s failed unexpectedly", attempt.run.run_id)
             self._fail(attempt, "generation_failed", type(error).__name__)
@@ -154,7 +201,12 @@ class DreamExecutor:
             return
         run.count_model_call(number)  # counted before the call: an unconfirmed call counts
         self.app.commit(run)
-        result = generator.generate(self._input(attempt, resolution))
+        with self._heartbeat(attempt) as heartbeat:
+            result = generator.generate(self._input(attempt, resolution))
+        if heartbeat.lost:
+            raise AttemptConflictError("a newer attempt took the run over during the model call",
+                                       attempt=number)
+        attempt = self._still_current(attempt)  # the heartbeat moved the stored run on
         self._record_usage(attempt, result)
         plan = parse_plan(result.plan, operation=run.operation,
                           has_target=run.request.get("target") is not None)
@@ -176,6 +228,36 @@ class DreamExecutor:
                                        attempt=attempt.number)
         return Attempt(run, attempt.number)
 
+    def _heartbeat(self, attempt: Attempt) -> Heartbeat:
+        return Heartbeat(lambda: self._renew_lease(attempt), self.heartbeat_seconds,
+                         f"dream-heartbeat-{attempt.run.run_id}")
+
+    def _renew_lease(self, attempt: Attempt) -> bool:
+        """One heartbeat: hold the run and its single-flight slot for another lease.
+
+        ``False`` once the run refuses (a newer attempt owns it, or it ended): the lost
+        attempt stops renewing and never records its outcome.
+        """
+        for _ in range(FINISH_TRIES):
+            run = self.app.existing_run(attempt.run.scope_id, attempt.run.run_id)
+            if run is None:
+                return False
+            try:
+                run.renew_lease(attempt.number, self.app.clock(), self.lease_seconds)
+            except (AttemptConflictError, RunTerminalError):
+                log.warning("run %s: attempt %s lost its lease to attempt %s; its answer will "
+                            "be discarded", run.run_id, attempt.number, run.attempt)
+                return False
+            assert run.lease_expires_at is not None
+            queue = self.app.queue_of(run.scope_id)
+            queue.renew(run.run_id, run.lease_expires_at)
+            try:
+                self.app.commit(run, queue)
+                return True
+            except WriteConflictError:
+                _pause_after_conflict()  # usually an admission moved the queue: look again
+        return True  # still ours as far as we know; the next beat tries again
+
     def _pinned_generator(self, run: DreamRun) -> Generator:
         """A run keeps the model configuration it started on while it is registered."""
         assert run.model_config_id is not None
@@ -186,7 +268,9 @@ class DreamExecutor:
         remaining = (attempt.deadline - self.app.clock()).total_seconds()
         if remaining <= 0:
             raise BudgetExceededError("the run's deadline passed before the model call")
-        timeout = min(remaining, max(1.0, self.lease_seconds - LEASE_SAFETY_SECONDS))
+        # The heartbeat holds the lease, so only the deadline bounds the call here (the
+        # generator applies its own configured timeout below this).
+        timeout = remaining
         target = run.request.get("target")
         return GenerationInput(
             run_id=run.run_id, scope_id=run.scope_id, operation=run.operation,
@@ -325,6 +409,12 @@ class DreamExecutor:
                 _pause_after_conflict()
         log.warning("run %s: gave up writing after %s conflicts; its lease will expire",
                     attempt.run.run_id, FINISH_TRIES)
+
+    def resume(self, attempt: Attempt) -> Attempt | None:
+        """This attempt afresh from the store, to execute again after a store outage cut it
+        short; ``None`` once it is no longer current (it ended, or a newer attempt took over)."""
+        run = self._current(attempt)
+        return None if run is None else Attempt(run, attempt.number)
 
     def _current(self, attempt: Attempt) -> DreamRun | None:
         """The run as stored, if this attempt is still the current one."""

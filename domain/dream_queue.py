@@ -29,6 +29,10 @@ class DreamQueue(Aggregate):
         operation: str
         lease_expires_at: datetime
 
+    class RunLeaseRenewed(Aggregate.Event):
+        run_id: str
+        lease_expires_at: datetime
+
     class RunRequeued(Aggregate.Event):
         run_id: str
 
@@ -74,6 +78,20 @@ class DreamQueue(Aggregate):
     @event(RunStarted)
     def _run_started(self, run_id: str, operation: str, lease_expires_at: datetime) -> None:
         self.running[operation] = {"run_id": run_id, "lease_expires_at": lease_expires_at}
+
+    def renew(self, run_id: str, lease_expires_at: datetime) -> bool:
+        """Extend the single-flight hold of a running run whose attempt renewed its lease;
+        ``False`` when the run does not hold it (nothing to extend)."""
+        operation = self.pending.get(run_id)
+        if operation is None or self.running.get(operation, {}).get("run_id") != run_id:
+            return False
+        self._run_lease_renewed(run_id=run_id, lease_expires_at=lease_expires_at)
+        return True
+
+    @event(RunLeaseRenewed)
+    def _run_lease_renewed(self, run_id: str, lease_expires_at: datetime) -> None:
+        self.running[self.pending[run_id]] = {"run_id": run_id,
+                                              "lease_expires_at": lease_expires_at}
 
     def requeue(self, run_id: str) -> None:
         self._run_requeued(run_id=run_id)

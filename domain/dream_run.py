@@ -3,7 +3,8 @@
 ``queued -> running -> succeeded | failed``, with ``running -> queued`` for a retryable
 failure. Each claim appends ``AttemptStarted`` with the next attempt generation; every later
 write names its attempt, so a superseded worker is refused (and its save would also collide on
-the aggregate version, which is the fencing token in the store).
+the aggregate version, which is the fencing token in the store). A live attempt renews its
+lease (``LeaseRenewed``) while its model call is in flight, fenced the same way.
 """
 
 from __future__ import annotations
@@ -34,11 +35,31 @@ NO_CHANGE = "no_change"
 NEEDS_EVIDENCE = "needs_evidence"
 OUTCOMES = (PROPOSED, NO_CHANGE, NEEDS_EVIDENCE)
 OPERATIONS = ("refine_experience", "derive_skill")
+# A failed run's human reason, by its error code. Fixed sentences: never provider output or
+# evidence text, which a run's viewer may not be allowed to read.
+FAILURE_REASONS = {
+    "budget_exceeded": "The run used up its budget (model calls, output tokens or time).",
+    "invalid_generation_output": "The model's answer was not a valid plan for this operation.",
+    "generation_failed": "The model call failed: the provider was unreachable, timed out or "
+                         "refused the request.",
+    "evidence_unavailable": "Evidence the run was admitted with is no longer available.",
+    "memory_entry_inactive": "A cited Memory entry was deactivated while the run was in "
+                             "progress.",
+    "access_revoked": "The requester can no longer read part of the run's evidence.",
+    "artifact_conflict": "The target was revised while the run was in progress.",
+    "capability_unavailable": "The model configuration the run started on is no longer "
+                              "available.",
+}
 
 
 def principal_key(principal: str) -> str:
     """How a run records who asked without putting the name in keys and indexes."""
     return sha256_hex(principal)
+
+
+def failure_reason(error: str) -> str:
+    """The human reason recorded beside a failure code (and given to runs that predate it)."""
+    return FAILURE_REASONS.get(error, f"The run failed ({error}).")
 
 
 def _add_known(total: int | None, value: int | None) -> int | None:
@@ -65,6 +86,10 @@ class DreamRun(Aggregate):
         started_at: datetime
         deadline_at: datetime
         model_config_id: str
+        lease_expires_at: datetime
+
+    class LeaseRenewed(Aggregate.Event):
+        attempt: int
         lease_expires_at: datetime
 
     class ManifestFrozen(Aggregate.Event):
@@ -95,6 +120,7 @@ class DreamRun(Aggregate):
         attempt: int
         error: str
         completed_at: datetime
+        reason: str | None = None  # absent from runs failed before reasons were recorded
 
     @staticmethod
     def create_id(scope_id: str, run_id: str) -> UUID:
@@ -189,7 +215,8 @@ class DreamRun(Aggregate):
                                        attempt=self.attempt, status=self.status)
         out_of_time = self.deadline_at is not None and now >= self.deadline_at
         if out_of_time or self.attempt >= self.budget["max_model_calls"]:
-            self._failed(attempt=self.attempt, error=BudgetExceededError.code, completed_at=now)
+            self._failed(attempt=self.attempt, error=BudgetExceededError.code, completed_at=now,
+                         reason=failure_reason(BudgetExceededError.code))
             return False
         started_at = self.started_at or now
         self._attempt_started(
@@ -209,6 +236,19 @@ class DreamRun(Aggregate):
         self.started_at = started_at
         self.deadline_at = deadline_at
         self.model_config_id = model_config_id
+        self.lease_expires_at = lease_expires_at
+
+    def renew_lease(self, attempt: int, now: datetime, lease_seconds: float) -> None:
+        """The heartbeat of a live attempt: hold the run for another lease from ``now``.
+
+        Fenced like every write, so a superseded attempt learns here that it lost the run.
+        """
+        self.check_attempt(attempt)
+        self._lease_renewed(attempt=attempt,
+                            lease_expires_at=now + timedelta(seconds=lease_seconds))
+
+    @event(LeaseRenewed)
+    def _lease_renewed(self, attempt: int, lease_expires_at: datetime) -> None:
         self.lease_expires_at = lease_expires_at
 
     def freeze_manifest(self, attempt: int, manifest: Mapping[str, Any], digest: str) -> bool:
@@ -302,12 +342,16 @@ class DreamRun(Aggregate):
         self.lease_expires_at = None
 
     def fail(self, attempt: int, error: str, completed_at: datetime) -> None:
+        """End the run with ``error`` and the fixed human reason for that code."""
         self.check_attempt(attempt)
-        self._failed(attempt=attempt, error=error, completed_at=completed_at)
+        self._failed(attempt=attempt, error=error, completed_at=completed_at,
+                     reason=failure_reason(error))
 
     @event(Failed)
-    def _failed(self, attempt: int, error: str, completed_at: datetime) -> None:
+    def _failed(self, attempt: int, error: str, completed_at: datetime,
+                reason: str | None = None) -> None:
         self.status = FAILED
         self.error = error
+        self.reason = reason or failure_reason(error)
         self.completed_at = completed_at
         self.lease_expires_at = None

@@ -16,7 +16,7 @@ from application.execution import Attempt, CandidateId, DreamExecutor
 from application.generation import GenerationInput, TransientGenerationError
 from domain.candidate import Candidate
 from domain.dream_request import DreamRequest
-from domain.dream_run import DreamRun
+from domain.dream_run import DreamRun, failure_reason
 from domain.evidence import Projection
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 from tests.dream_support import CONFIG, EXPERIENCE, ScriptedModel
@@ -101,6 +101,7 @@ def test_unknown_evidence_fails_without_a_candidate(world: Dreaming,
     run_id = admit(world, "k")
     run = run_once(executor_for(world, model), run_id)
     assert (run.status, run.error) == ("failed", "invalid_generation_output")
+    assert run.reason == "The model's answer was not a valid plan for this operation."
     assert candidates(world, run_id) == []
     assert queue_is_empty(world)
 
@@ -128,6 +129,7 @@ def test_output_over_budget_fails_and_records_the_usage(world: Dreaming,
     run_id = admit(world, "k")
     run = run_once(executor_for(world, model), run_id)
     assert (run.status, run.error, run.output_tokens) == ("failed", "budget_exceeded", 4_097)
+    assert run.reason == "The run used up its budget (model calls, output tokens or time)."
     assert candidates(world, run_id) == []
 
 
@@ -180,6 +182,8 @@ def test_run_and_candidate_roll_back_together(world: Dreaming, model: ScriptedMo
     run_id = admit(world, "k")
     run = run_once(executor_for(world, model, before_commit=explode), run_id)
     assert (run.status, run.error) == ("failed", "generation_failed")
+    assert run.reason is not None
+    assert "injected" not in run.reason  # a fixed sentence, never the exception's text
     assert candidates(world, run_id) == []
     # The same key replays the failure; a new key succeeds with exactly one Candidate.
     assert world.request_dream("s", DreamRequest.create(
@@ -205,15 +209,38 @@ def test_retiring_an_entry_during_generation_prevents_the_candidate(
     worker.join(10)
     assert outcome[0] is not None
     assert (outcome[0].status, outcome[0].error) == ("failed", "memory_entry_inactive")
+    assert outcome[0].reason == failure_reason("memory_entry_inactive")
+    assert "Use key K" not in outcome[0].reason  # no evidence text in the reason
     assert candidates(world, run_id) == []
+
+
+def test_a_run_failed_before_reasons_were_recorded_replays_with_one(
+        world: Dreaming, model: ScriptedModel) -> None:
+    model.output_tokens = 4_097
+    run_id = admit(world, "k")
+    failed = run_once(executor_for(world, model), run_id)
+    events = list(world.history(failed.id))
+    last = events[-1]
+    assert isinstance(last, DreamRun.Failed)
+    assert last.reason == failure_reason("budget_exceeded")
+    # The same event as an older version of the service stored it: no reason field.
+    old = object.__new__(type(last))
+    object.__setattr__(old, "__dict__", {k: v for k, v in vars(last).items() if k != "reason"})
+    replayed = None
+    for event in [*events[:-1], old]:
+        replayed = event.mutate(replayed)
+    assert isinstance(replayed, DreamRun)
+    assert (replayed.status, replayed.error, replayed.reason) == (
+        "failed", "budget_exceeded", failure_reason("budget_exceeded"))
 
 
 def test_a_superseded_attempt_cannot_overwrite_the_recovered_result(
         world: Dreaming, model: ScriptedModel, open_app: Callable[[], Dreaming]) -> None:
-    # Worker A claims with a short lease and hangs inside the model call.
+    # Worker A claims with a short lease and hangs inside the model call; it stalls, so its
+    # heartbeat comes only after the lease has run out.
     slow = ScriptedModel(gate=threading.Event())
     run_id = admit(world, "k")
-    worker_a = executor_for(world, slow, lease=0.2)
+    worker_a = executor_for(world, slow, lease=0.2, heartbeat_seconds=1.0)
     attempt_a = worker_a.claim("s", run_id)
     assert attempt_a is not None
     results: list[DreamRun | None] = []

@@ -5,10 +5,12 @@ freezing, model-call accounting, requeues and terminal outcomes, while a fake cl
 past leases and the deadline. Writers name an attempt that is usually current and sometimes
 stale. Checked after every step against a plain-Python model:
 
-* queued/running => no outcome, candidate or error; failed => an error and nothing else;
+* queued/running => no outcome, candidate or error; failed => an error with its fixed human
+  reason and nothing else;
   succeeded => no error, and a candidate exactly when the outcome is ``proposed``;
 * the attempt count never exceeds the budget's ``max_model_calls``;
 * ``started_at``, ``deadline_at``, ``model_config_id`` and the manifest never change once set;
+* a heartbeat renews the current attempt's lease from now, and only that attempt's;
 * a stale attempt is always refused with ``attempt_conflict``, and a terminal run never
   changes again (``run_terminal``);
 * a refused command raises its stable code and leaves the run untouched;
@@ -50,6 +52,7 @@ from domain.dream_run import (
     SUCCEEDED,
     TERMINAL,
     DreamRun,
+    failure_reason,
 )
 from domain.errors import DomainError
 from domain.identity import digest
@@ -153,7 +156,7 @@ class DreamRunMachine(RuleBasedStateMachine):
         if out_of_time or model["attempt"] >= self.budget["max_model_calls"]:
             assert start() is False
             model.update(status=FAILED, error="budget_exceeded", completed_at=self.now,
-                         lease_expires_at=None)
+                         lease_expires_at=None, reason=failure_reason("budget_exceeded"))
             self.record(expect_events=1)
             return
         assert start() is True
@@ -230,6 +233,21 @@ class DreamRunMachine(RuleBasedStateMachine):
         self.record(expect_events=1)
 
     @precondition(lambda self: self.model["status"] == RUNNING)
+    @rule(attempt=attempts, lease_seconds=st.sampled_from([10, 60, 1]), elapsed=elapsed)
+    def a_heartbeat_renews_only_the_current_attempts_lease(
+            self, attempt: int | str, lease_seconds: int, elapsed: int) -> None:
+        self.now += timedelta(seconds=elapsed)
+        number = self.resolve(attempt)
+        renew = partial(self.dream_run.renew_lease, number, self.now, lease_seconds)
+        code = self.attempt_refusal(number)
+        if code is not None:
+            assert_refused(self.dream_run, code, renew)
+            return
+        renew()
+        self.model.update(lease_expires_at=self.now + timedelta(seconds=lease_seconds))
+        self.record(expect_events=1)
+
+    @precondition(lambda self: self.model["status"] == RUNNING)
     @rule(attempt=attempts, code=st.sampled_from(["provider_unavailable", "timeout"]),
           elapsed=elapsed)
     def requeueing_hands_the_run_back_to_the_queue(self, attempt: int | str, code: str,
@@ -280,11 +298,11 @@ class DreamRunMachine(RuleBasedStateMachine):
             return
         fail()
         self.model.update(status=FAILED, error=error, completed_at=self.now,
-                          lease_expires_at=None)
+                          lease_expires_at=None, reason=failure_reason(error))
         self.record(expect_events=1)
 
     @rule(data=st.data(), command=st.sampled_from(
-        ["freeze", "count", "usage", "requeue", "succeed", "fail"]), elapsed=elapsed)
+        ["freeze", "count", "usage", "renew", "requeue", "succeed", "fail"]), elapsed=elapsed)
     def a_stale_or_foreign_attempt_is_always_refused(self, data: st.DataObject,
                                                      command: str, elapsed: int) -> None:
         self.now += timedelta(seconds=elapsed)
@@ -298,6 +316,7 @@ class DreamRunMachine(RuleBasedStateMachine):
                                                              digest(MANIFESTS[0])),
             "count": lambda: self.dream_run.count_model_call(stale),
             "usage": lambda: self.dream_run.record_usage(stale, 1, 10, 10),
+            "renew": lambda: self.dream_run.renew_lease(stale, self.now, 60),
             "requeue": lambda: self.dream_run.requeue(stale, "timeout"),
             "succeed": lambda: self.dream_run.succeed(stale, NO_CHANGE, "why", None, self.now),
             "fail": lambda: self.dream_run.fail(stale, "provider_error", self.now),
@@ -320,6 +339,7 @@ class DreamRunMachine(RuleBasedStateMachine):
                 None, None, None, None)
         if run.status == FAILED:
             assert run.error is not None
+            assert run.reason == failure_reason(run.error)
             assert (run.outcome, run.candidate) == (None, None)
         if run.status == SUCCEEDED:
             assert run.error is None

@@ -3,31 +3,44 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import uvicorn
 from fastapi import FastAPI
 
 from adapters.http.app import create_app
-from adapters.persistence import open_dreaming
+from adapters.persistence import open_dreaming, private_dir
 from adapters.settings import Settings
 from application.dreaming import Dreaming
 
 STARTUP_TIMEOUT_SECONDS = 20.0
+ADMIN_TOKEN_FILE = "admin-token"
 
 
 def write_admin_token(data_dir: Path, token: str) -> Path:
-    """Store the bootstrap token readable by the owner only (mode 0600)."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / "admin-token"
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(token + "\n")
-    os.chmod(path, 0o600)
+    """Store the bootstrap token readable by the owner only (mode 0600), atomically.
+
+    The secret goes to a fresh file that is 0600 from its creation (``mkstemp``), which then
+    replaces ``admin-token`` in one rename: no reader ever sees a partial file, and at no
+    moment does the token sit in a file with wider permissions.
+    """
+    path = private_dir(data_dir) / ADMIN_TOKEN_FILE
+    descriptor, scratch = tempfile.mkstemp(dir=path.parent, prefix=".admin-token-")
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(token + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(scratch, path)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -41,9 +54,9 @@ def prepare(settings: Settings) -> tuple[Dreaming, str | None]:
 def serve(settings: Settings, host: str, port: int) -> None:
     dreaming, token = prepare(settings)
     if token is not None:
+        # Only the file holds the secret: logs and terminals are read by more people.
         path = write_admin_token(settings.data_dir, token)
-        print(f"Created the admin principal. Its token (shown once, also in {path}):\n{token}",
-              flush=True)
+        print(f"Created the admin principal; its token is in {path} (mode 0600).", flush=True)
     try:
         uvicorn.run(create_app(dreaming, settings), host=host, port=port, log_level="info")
     finally:
@@ -51,10 +64,14 @@ def serve(settings: Settings, host: str, port: int) -> None:
 
 
 @contextmanager
-def running_server(api: FastAPI, host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve ``api`` over real HTTP on a free loopback port; yields its base URL."""
+def running_server(api: FastAPI, host: str = "127.0.0.1",
+                   lifespan: Literal["auto", "on", "off"] = "auto") -> Iterator[str]:
+    """Serve ``api`` over real HTTP on a free loopback port; yields its base URL.
+
+    ``lifespan="off"`` serves the routes without starting read models or workers: another
+    API process on a store whose read models are hosted elsewhere."""
     server = uvicorn.Server(uvicorn.Config(api, host=host, port=0, log_level="warning",
-                                           access_log=False))
+                                           access_log=False, lifespan=lifespan))
     thread = threading.Thread(target=server.run, name="dream-http", daemon=True)
     thread.start()
     deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
