@@ -35,12 +35,19 @@ class Settings(BaseSettings):
         "max_concurrent_generations of this process: Dream runs executed at once by "
         "`dream serve` (0: none, leave them to `dream worker`) or `dream worker`."))
     lease_seconds: float = Field(default=60.0, ge=2.0, le=600.0, description=(
-        "How long a claimed attempt is held; a crashed worker's run is recovered after it."))
+        "How long a claimed attempt is held; a crashed worker's run is recovered after it. "
+        "A live attempt renews it every third of it while its model call is in flight."))
+    read_wait_seconds: float = Field(default=2.0, ge=0.0, le=60.0, description=(
+        "How long a read-model read waits for its view to reach the store's head as of the "
+        "request's arrival (read-your-writes); past it: 503 read_model_behind."))
     sqlite_lock_timeout: int = Field(default=10, ge=1,
                                      description="Seconds a writer waits for the SQLite lock.")
     postgres_pool_size: int = Field(default=5, ge=1, le=100)
     postgres_lock_timeout: int = Field(default=10, ge=0,
                                        description="Seconds a writer waits for the insert lock.")
+    store_timeout_seconds: int = Field(default=2, ge=1, le=60, description=(
+        "How long a command waits for a PostgreSQL connection (and a new connection for the "
+        "server) before answering 503 store_unavailable: an outage fails fast, never hangs."))
     generator: Literal["offline", "openai"] = Field(
         default="offline",
         description="offline: the deterministic embedded generator; openai: an "

@@ -6,6 +6,9 @@
   flight, and the scope's Dream queue refuses a second concurrent start across processes.
 - Capped: at most ``max_concurrent_generations`` runs execute at once in this process.
 - No global lock on the hot path: claims are optimistic writes on the run and its scope's queue.
+- Outlives store outages: the dispatcher and every claimed attempt retry store errors with
+  capped backoff; an attempt resumes from its stored state while it is still current, and one
+  left behind at shutdown is recovered by another worker after its lease.
 """
 
 from __future__ import annotations
@@ -17,18 +20,37 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from types import TracebackType
+from typing import TypeVar
 
+from adapters.backoff import Backoff
 from adapters.generators.factory import GeneratorRegistry, generator_from
 from adapters.settings import Settings
 from application.dreaming import Dreaming
-from application.execution import DreamExecutor
+from application.execution import Attempt, DreamExecutor
+from application.write_model import STORE_ERRORS
 from projections.runs import RunSummary
 
 log = logging.getLogger("dream.workers")
 
 Inbox = Callable[[datetime, int], Sequence[RunSummary]]
+T = TypeVar("T")
 POLL_SECONDS = 0.05
 REFUSED_PAUSE = 0.5
+STOP_TIMEOUT_SECONDS = 10.0
+
+
+def when_store_answers(opener: Callable[[], T], stop: threading.Event) -> T | None:
+    """``opener()``, retried with capped backoff while the store is unavailable, so a worker
+    process started during an outage waits for the store; ``None`` if ``stop`` is set first."""
+    backoff = Backoff()
+    while True:
+        try:
+            return opener()
+        except STORE_ERRORS as error:
+            if not backoff.failing:
+                log.warning("the store is unavailable (%s); waiting for it", error)
+        if stop.wait(backoff.next()):
+            return None
 
 
 def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox) -> WorkerPool:
@@ -51,6 +73,7 @@ class WorkerPool:
         # at once; skipping them for a moment keeps refused claims from eating the workers.
         self._refused: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified whenever an attempt ends
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._threads = ThreadPoolExecutor(max_concurrent_generations,
@@ -72,11 +95,25 @@ class WorkerPool:
         with self._lock:
             return len(self._in_flight)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+        """Stop dispatching and wait up to ``timeout`` seconds for the attempts in flight.
+
+        Bounded even in a store outage: attempts waiting to resume give up at once. One still
+        busy after the timeout (a slow model call) finishes on its own thread; if the process
+        ends first, its run is recovered by another worker after its lease.
+        """
         self._stopping.set()
         self._wake.set()
-        self._dispatcher.join(timeout=10)
-        self._threads.shutdown(wait=True)
+        deadline = time.monotonic() + timeout
+        self._dispatcher.join(timeout)
+        self._threads.shutdown(wait=False)  # queued work sees ``_stopping`` and returns
+        with self._idle:
+            self._idle.wait_for(lambda: not self._in_flight,
+                                max(0.0, deadline - time.monotonic()))
+            left = len(self._in_flight)
+        if left:
+            log.warning("%s Dream attempt(s) still running at shutdown; their leases will "
+                        "expire and another worker will recover them", left)
 
     def __enter__(self) -> WorkerPool:
         return self.start()
@@ -88,12 +125,24 @@ class WorkerPool:
     # -- dispatching ---------------------------------------------------------------------------
 
     def _dispatch(self) -> None:
+        backoff = Backoff()
         while not self._stopping.is_set():
+            pause = self.poll_seconds
             try:
                 self._offer_work()
+            except STORE_ERRORS as error:
+                if not backoff.failing:  # once per outage, not once per retry
+                    log.warning("the store is unavailable (%s); the dispatcher retries with "
+                                "backoff", type(error).__name__)
+                pause = backoff.next()
             except Exception:
                 log.exception("the dispatcher could not read its inbox; retrying")
-            self._wake.wait(self.poll_seconds)
+                pause = backoff.next()
+            else:
+                if backoff.failing:
+                    log.info("the dispatcher reads its inbox again")
+                backoff.reset()
+            self._wake.wait(pause)
             self._wake.clear()
 
     def _offer_work(self) -> None:
@@ -104,7 +153,7 @@ class WorkerPool:
         with self._lock:
             self._refused = {r: t for r, t in self._refused.items() if now - t < REFUSED_PAUSE}
         for run in self.inbox(self.executor.app.clock(), self.capacity * 4):
-            if free <= 0:
+            if free <= 0 or self._stopping.is_set():
                 return
             key = (run.scope_id, run.operation)
             with self._lock:
@@ -116,16 +165,49 @@ class WorkerPool:
 
     def _work(self, key: tuple[str, str], scope_id: str, run_id: str) -> None:
         try:
+            if self._stopping.is_set():
+                return
             attempt = self.executor.claim(scope_id, run_id)
             if attempt is None:
                 with self._lock:
                     self._refused[run_id] = time.monotonic()
             else:
-                self.executor.execute(attempt)
-                self.completed += 1
+                self._execute(attempt)
+        except STORE_ERRORS as error:
+            # Whether the claim landed is unknown; if it did, the run is recovered after its
+            # lease, otherwise it is still queued and offered again.
+            log.warning("run %s could not be claimed: the store is unavailable (%s)", run_id,
+                        type(error).__name__)
         except Exception:
             log.exception("run %s could not be executed", run_id)
         finally:
-            with self._lock:
+            with self._idle:
                 self._in_flight.discard(key)
+                self._idle.notify_all()
             self._wake.set()  # a slot is free: look again at once
+
+    def _execute(self, attempt: Attempt) -> None:
+        """Execute a claimed attempt; when a store outage cuts it short, back off and resume
+        it from its stored state for as long as it is still this worker's."""
+        backoff = Backoff()
+        current: Attempt | None = attempt
+        while current is not None:
+            try:
+                self.executor.execute(current)
+            except STORE_ERRORS as error:
+                log.warning("run %s: the store is unavailable (%s); attempt %s resumes when it "
+                            "answers", attempt.run.run_id, type(error).__name__, attempt.number)
+                current = self._resume(current, backoff)
+            else:
+                self.completed += 1
+                return
+
+    def _resume(self, attempt: Attempt, backoff: Backoff) -> Attempt | None:
+        """The attempt afresh once the store answers; ``None`` if it is no longer ours or this
+        pool is stopping (then its lease expires and another worker recovers the run)."""
+        while not self._stopping.wait(backoff.next()):
+            try:
+                return self.executor.resume(attempt)
+            except STORE_ERRORS:
+                continue
+        return None

@@ -35,3 +35,6 @@ class ReadSetRecorder(Protocol):
 
     supports_read_set: bool
     store_kind: str
+
+    def position_of(self, originator_id: UUID, version: int) -> int | None:
+        """The notification id of that event (None: not recorded)."""

@@ -9,14 +9,20 @@ from __future__ import annotations
 import functools
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate, AggregateEvent
-from eventsourcing.persistence import IntegrityError, JSONTranscoder
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    JSONTranscoder,
+    OperationalError,
+)
 from eventsourcing.utils import EnvType
 
 from application.ports import Clock, ReadSetChangedError, ReadSetRecorder, system_clock
@@ -31,6 +37,28 @@ P = ParamSpec("P")
 MAX_WRITE_ATTEMPTS = 10
 RETRY_BACKOFF_SECONDS = 0.005
 RETRY_BACKOFF_CAP_SECONDS = 0.25
+
+
+class StoreUnavailableError(OperationalError):
+    """The event store did not answer in time: it is down, the connection was lost, or its
+    write lock was held too long. A save is one transaction, so the command stored everything
+    or nothing; retrying it is safe (commands are idempotent or version-checked)."""
+
+
+# What the store library raises when the store cannot be reached or locked, as opposed to
+# bugs (ProgrammingError) and bad data (DataError). StoreUnavailableError is one of them.
+STORE_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+
+
+@contextmanager
+def store_call() -> Iterator[None]:
+    """Report a store outage inside the block as :class:`StoreUnavailableError`."""
+    try:
+        yield
+    except StoreUnavailableError:
+        raise
+    except STORE_ERRORS as error:
+        raise StoreUnavailableError(str(error)) from error
 
 
 @dataclass(frozen=True)
@@ -86,18 +114,21 @@ class WriteModel(Application[UUID]):
     def load(self, aggregate_id: UUID, missing: Callable[[], DomainError],
              version: int | None = None) -> Any:
         try:
-            return self.repository.get(aggregate_id, version=version)
+            with store_call():
+                return self.repository.get(aggregate_id, version=version)
         except AggregateNotFoundError:
             raise missing() from None
 
     def exists(self, aggregate_id: UUID) -> bool:
         """One indexed read of at most one event (``in repository`` would rebuild the aggregate)."""
-        return bool(self.recorder.select_events(aggregate_id, limit=1))
+        with store_call():
+            return bool(self.recorder.select_events(aggregate_id, limit=1))
 
     def find(self, aggregate_id: UUID) -> Any:
         """The aggregate, or ``None`` when it has no events: one load, no separate check."""
         try:
-            return self.repository.get(aggregate_id)
+            with store_call():
+                return self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
 
@@ -106,7 +137,8 @@ class WriteModel(Application[UUID]):
         changed_ids = {aggregate.id for aggregate in changed}
         read_set = {a.id: a.version for a in read if a.id not in changed_ids}
         try:
-            recordings = self.save(*changed, read_set=read_set)
+            with store_call():
+                recordings = self.save(*changed, read_set=read_set)
         except ReadSetChangedError as error:
             raise WriteConflictError(
                 "an aggregate this command read changed before it committed",
@@ -120,7 +152,8 @@ class WriteModel(Application[UUID]):
         return recordings[-1].notification.id if recordings else None
 
     def history(self, aggregate_id: UUID) -> Sequence[AggregateEvent]:
-        return [cast(AggregateEvent, e) for e in self.events.get(aggregate_id)]
+        with store_call():
+            return [cast(AggregateEvent, e) for e in self.events.get(aggregate_id)]
 
     @property
     def store_kind(self) -> str:
@@ -128,4 +161,11 @@ class WriteModel(Application[UUID]):
         return kind
 
     def max_position(self) -> int:
-        return self.recorder.max_notification_id() or 0
+        with store_call():
+            return self.recorder.max_notification_id() or 0
+
+    def position_of(self, aggregate: Aggregate) -> int | None:
+        """The event position of ``aggregate``'s last event, as loaded (a reader waits for it
+        in a read model to see this state or later)."""
+        recorder = cast(ReadSetRecorder, self.recorder)
+        return recorder.position_of(aggregate.id, aggregate.version)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from adapters.persistence import open_dreaming
+from adapters.projection_runtime import open_view
 from adapters.settings import Settings
 from application.dreaming import Dreaming
 from domain.errors import DomainError, WriteConflictError
 from domain.refs import Lineage, SourceRef
+from projections.catalog import READ_MODELS
 
 EXPERIENCE = {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"}
 
@@ -156,3 +159,32 @@ def test_processes_adding_entries_lose_nothing(settings: Settings,
     assert len(memory.manifest()) == 45
     assert memory.head_revision == 46
 
+
+
+def _open_everything(settings_json: str, start_at: float) -> None:
+    settings = Settings.model_validate_json(settings_json)
+    time.sleep(max(0.0, start_at - time.time()))  # every process opens at the same moment
+    app = open_dreaming(settings)
+    views = [open_view(spec, settings) for spec in READ_MODELS]
+    for view in views:
+        view.close()
+    app.close()
+
+
+def test_processes_starting_together_all_open_the_store(settings: Settings,
+                                                        open_app: Callable[[], Dreaming]) -> None:
+    # The schema exists already (as in a deployment's second start): every process still runs
+    # its CREATE ... IF NOT EXISTS / CREATE OR REPLACE statements, and on PostgreSQL those race
+    # on the catalog unless serialised.
+    open_app().create_scope("s")
+    context = multiprocessing.get_context("spawn")
+    for _ in range(2):
+        start_at = time.time() + 3.0  # after every spawned interpreter has imported
+        starters = [context.Process(target=_open_everything,
+                                    args=(settings.model_dump_json(), start_at))
+                    for _ in range(6)]
+        for process in starters:
+            process.start()
+        for process in starters:
+            process.join(timeout=120)
+        assert [process.exitcode for process in starters] == [0] * 6
