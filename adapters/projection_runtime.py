@@ -1,85 +1,128 @@
 """Run any projection in-process against the write model, and rebuild it from scratch.
 
 A :class:`ProjectionSpec` names a projection, its view class for each store and the upstream
-application. :func:`start_projection` follows the write model with the library's
-``ProjectionRunner``: on PostgreSQL through LISTEN/NOTIFY, on SQLite through the polling
-subscription of ``adapters.persistence``. Views live where ``adapters.persistence.view_env``
-puts them. The runner resumes from the view's tracking position, so a restart neither skips
-nor repeats an event.
+application. :func:`start_projection` follows the write model on a thread of its own, applying
+what is new in batches of one transaction each (as :func:`rebuild` does), so a burst of writes
+costs one commit per batch rather than one per event. It wakes when it is told to
+(:meth:`RunningProjection.wake`: a reader waiting for its own write), on PostgreSQL when the
+store announces a commit (LISTEN/NOTIFY), and every ``poll`` seconds in any case (SQLite has no
+NOTIFY). Views live where ``adapters.persistence.view_env`` puts them.
 
-A runner that hits an error stops processing; the error is logged at once and raised by
-:meth:`RunningProjection.raise_if_failed`, :meth:`~RunningProjection.wait` and
-:meth:`~RunningProjection.stop` (never swallowed).
+A store error never stops a runner for good: it reports itself degraded, with the reason
+(:meth:`RunningProjection.status`), retries with capped backoff and resumes from the view's
+tracking position, which moves only with committed rows, so nothing is skipped or applied
+twice. Readers wait for a position with a bound; past it they learn whether the view is merely
+behind (``TimeoutError``) or cannot follow the store (:class:`ProjectionUnavailableError`).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
 from contextlib import closing
-from threading import Lock, Thread
+from dataclasses import dataclass
+from threading import Condition, Event, Thread
+from time import monotonic, sleep
 from types import TracebackType
 from typing import Any, Generic
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import InfrastructureFactory, Tracking, WaitInterruptedError
+from eventsourcing.persistence import InfrastructureFactory, IntegrityError, Tracking
 from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.projection import Projection, ProjectionRunner
+from eventsourcing.projection import Projection
 from eventsourcing.utils import Environment
 from psycopg.sql import SQL, Identifier
 
+from adapters.backoff import Backoff
 from adapters.persistence import open_write_model, projection_env
 from adapters.settings import Settings
-from application.write_model import WriteModel
-from projections.base import BatchAbortedError, ProjectionSpec, ProjectionView, TView
+from projections.base import (
+    STORE_ERRORS,
+    BatchAbortedError,
+    ProjectionSpec,
+    ProjectionView,
+    TView,
+)
 
 Progress = Callable[[str, int, int], None]  # projection, position reached, target
 
 DEFAULT_WAIT_SECONDS = 5.0
 BATCH_EVENTS = 1_000
-STALL_CHECK_SECONDS = 0.5
+POLL_SECONDS = 0.05  # how stale a view may get without a wake-up (writes of other processes)
+NOTIFY_POLL_SECONDS = 0.5  # on PostgreSQL, NOTIFY wakes the runner; the poll is a safety net
+SCHEMA_ATTEMPTS = 5
+SCHEMA_RETRY_SECONDS = 0.05
+FIRST_RETRY_SECONDS = 0.05  # then doubling to adapters.backoff's cap (2 s)
 logger = logging.getLogger(__name__)
 
 
-class ProjectionFailedError(RuntimeError):
-    """The projection's runner stopped on an error; ``__cause__`` is that error."""
+class ProjectionUnavailableError(RuntimeError):
+    """The view cannot follow the store right now (its runner keeps retrying)."""
 
-    def __init__(self, name: str, error: BaseException) -> None:
-        super().__init__(f"projection {name!r} stopped on {type(error).__name__}: {error}")
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"projection {name!r} cannot follow the store: {reason}")
         self.projection = name
-        self.error = error
+        self.reason = reason
 
 
 class ProjectionStoppedError(RuntimeError):
     """The projection was stopped, so the position waited for will not be reached."""
 
 
+@dataclass(frozen=True)
+class ProjectionStatus:
+    """Whether a runner is following the store, and if not, why and for how long."""
+
+    healthy: bool
+    reason: str | None = None  # the last error, while unhealthy
+    failures: int = 0  # consecutive failed attempts
+    failing_for: float = 0.0  # seconds since the first of them
+
+
 def open_view(spec: ProjectionSpec[TView], settings: Settings) -> TView:
-    """The projection's view for queries only (creating its tables if needed); close it after."""
+    """The projection's view (creating its tables if needed); close it after.
+
+    Processes starting together on a fresh store race to create a view's tables: the library
+    checks for its tracking table before its create transaction, so the loser's first tracking
+    row collides with the winner's. Opening again then finds the tables made, and succeeds.
+    """
     env = Environment(spec.name, projection_env(settings, spec.name))
     factory = InfrastructureFactory[TView].construct(env=env)
-    return factory.tracking_recorder(spec.view_class(postgres=settings.uses_postgres))
+    view_class = spec.view_class(postgres=settings.uses_postgres)
+    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
+        try:
+            return factory.tracking_recorder(view_class)
+        except IntegrityError:
+            if attempt == SCHEMA_ATTEMPTS:
+                raise
+            sleep(random.uniform(0, SCHEMA_RETRY_SECONDS * attempt))
+    raise AssertionError  # unreachable: the last attempt returns or raises
 
 
 class RunningProjection(Generic[TView]):
-    """A projection following its application on background threads; a context manager."""
+    """A projection following its application on a background thread; a context manager."""
 
     def __init__(self, spec: ProjectionSpec[TView], settings: Settings) -> None:
         self.spec = spec
-        self._runner: ProjectionRunner[Application[Any], TView] = ProjectionRunner(
-            application_class=spec.application, projection_class=spec.runnable,
-            view_class=spec.view_class(postgres=settings.uses_postgres),
-            env=projection_env(settings, spec.name))
-        self._runner.__enter__()
-        self.view: TView = self._runner.view
-        self.app_name: str = self._runner.app_name
-        self._lock = Lock()
-        self._error: BaseException | None = None
-        self._surfaced = False
-        self._stopping = False
-        self._watcher = Thread(target=self._watch, daemon=True,
-                               name=f"projection-{spec.name}-watcher")
-        self._watcher.start()
+        self.app: Application[Any] = spec.application(env=projection_env(settings, spec.name))
+        self.app_name: str = self.app.name
+        self.view: TView = open_view(spec, settings)
+        self._projection = spec.runnable(view=self.view)
+        self._position = self.view.max_tracking_id(self.app_name) or 0
+        self._changed = Condition()  # guards _position and _status; notified when they change
+        self._status = ProjectionStatus(healthy=True)
+        self._failing_since = 0.0
+        self._wakeup = Event()
+        self._stopping = Event()
+        listens = isinstance(self.app.recorder, PostgresApplicationRecorder)
+        self._poll = NOTIFY_POLL_SECONDS if listens else POLL_SECONDS
+        self._threads = [Thread(target=self._follow, daemon=True, name=f"view-{self.name}")]
+        if listens:
+            self._threads.append(Thread(target=self._listen, daemon=True,
+                                        name=f"view-{self.name}-listen"))
+        for thread in self._threads:
+            thread.start()
 
     @property
     def name(self) -> str:
@@ -89,31 +132,47 @@ class RunningProjection(Generic[TView]):
 
     def position(self) -> int:
         """The last notification id the view has applied (0: none yet)."""
-        return self.view.max_tracking_id(self.app_name) or 0
+        return self._position
 
     def head(self) -> int:
         """The last notification id the application has recorded (0: none yet)."""
-        return self._runner.app.recorder.max_notification_id() or 0
+        return self.app.recorder.max_notification_id() or 0
 
     def lag(self) -> int:
         """How many notifications the view is behind the application."""
         return max(0, self.head() - self.position())
 
-    def wait(self, position: int | None, timeout: float = DEFAULT_WAIT_SECONDS) -> None:
-        """Block until the view has applied ``position`` (read-your-writes).
+    def status(self) -> ProjectionStatus:
+        with self._changed:
+            status = self._status
+        if status.healthy:
+            return status
+        return ProjectionStatus(False, status.reason, status.failures,
+                                round(monotonic() - self._failing_since, 3))
 
-        Raises ``TimeoutError``, ``ProjectionFailedError`` if the runner failed, or
-        ``ProjectionStoppedError`` if it was stopped.
+    def wake(self) -> None:
+        """Look for new events now rather than at the next poll."""
+        self._wakeup.set()
+
+    def wait(self, position: int | None, timeout: float = DEFAULT_WAIT_SECONDS) -> None:
+        """Block until the view has applied ``position`` (read-your-writes), at most
+        ``timeout`` seconds.
+
+        Raises ``TimeoutError`` if the view is merely behind, ``ProjectionUnavailableError``
+        if its runner cannot reach the store, ``ProjectionStoppedError`` once stopped.
         """
-        self.raise_if_failed()
-        if self._stopping:
-            raise ProjectionStoppedError(f"projection {self.name!r} is stopped")
-        try:
-            self.view.wait(self.app_name, position, timeout=timeout,
-                           interrupt=self._runner.is_interrupted)
-        except WaitInterruptedError:
-            self.raise_if_failed()
-            raise ProjectionStoppedError(f"projection {self.name!r} was stopped") from None
+        self._check_running()
+        if position is None or self._position >= position:
+            return
+        self.wake()
+        deadline = monotonic() + timeout
+        with self._changed:
+            while self._position < position:
+                self._check_running()
+                remaining = deadline - monotonic()
+                if remaining <= 0:
+                    self._raise_behind(position)
+                self._changed.wait(remaining)
 
     def catch_up(self, timeout: float = DEFAULT_WAIT_SECONDS) -> int:
         """Wait for everything recorded so far; the position reached."""
@@ -121,76 +180,109 @@ class RunningProjection(Generic[TView]):
         self.wait(head or None, timeout)
         return head
 
-    # -- failure --------------------------------------------------------------------------------
+    def _check_running(self) -> None:
+        if self._stopping.is_set():
+            raise ProjectionStoppedError(f"projection {self.name!r} is stopped")
 
-    @property
-    def failure(self) -> BaseException | None:
-        """The error the runner stopped on, if it did."""
-        return self._take_error()
+    def _raise_behind(self, position: int) -> None:
+        if not self._status.healthy:
+            raise ProjectionUnavailableError(self.name, self._status.reason or "unknown")
+        msg = (f"projection {self.name!r} has not reached position {position} "
+               f"(at {self._position})")
+        raise TimeoutError(msg)
 
-    def raise_if_failed(self) -> None:
-        error = self._take_error()
-        if error is not None:
-            self._surfaced = True
-            raise ProjectionFailedError(self.name, error) from error
+    # -- following the store ----------------------------------------------------------------------
 
-    def _take_error(self) -> BaseException | None:
-        with self._lock:
-            if self._error is None and self._runner.is_interrupted.is_set():
-                try:
-                    self._runner.run_forever(timeout=0)  # re-raises the thread's first error
-                except BaseException as error:  # kept and re-raised by callers
-                    self._error = error
-            return self._error
+    def _follow(self) -> None:
+        """Apply what is new, sleep until woken or the poll is due; on an error, back off."""
+        backoff = Backoff(FIRST_RETRY_SECONDS)
+        while not self._stopping.is_set():
+            self._wakeup.clear()  # a wake-up from now on triggers another round
+            try:
+                self._catch_up()
+            except Exception as error:  # store trouble or a bug: report it, retry, never stop
+                self._failed(error)
+                self._stopping.wait(backoff.next())
+                continue
+            self._recovered()
+            backoff.reset()
+            self._wakeup.wait(self._poll)
 
-    def _watch(self) -> None:
-        """Wake a stalled subscription while running; log the error it stops on, if any."""
-        recorder = self._runner.app.recorder
-        last = -1
-        while not self._runner.is_interrupted.wait(STALL_CHECK_SECONDS):
-            if isinstance(recorder, PostgresApplicationRecorder):
-                last = self._unstall(recorder, last)
-        error = None if self._stopping else self._take_error()
-        if error is not None:
-            logger.error("projection %r stopped at position %s", self.name, self.position(),
-                         exc_info=error)
+    def _catch_up(self) -> None:
+        if not self._status.healthy:  # a failed batch may have committed: trust the view
+            self._advance(self.view.max_tracking_id(self.app_name) or 0)
+        head = self.app.recorder.max_notification_id() or 0
+        if head > self._position:
+            apply_events(self.app, self._projection, self.view, head,
+                         progress=lambda _, position, __: self._advance(position),
+                         start=self._position)
 
-    def _unstall(self, recorder: PostgresApplicationRecorder, last: int) -> int:
-        """Announce the head again if the view has not moved since ``last`` while behind it.
+    def _advance(self, position: int) -> None:
+        with self._changed:
+            self._position = position
+            self._changed.notify_all()
 
-        The library's PostgreSQL subscription selects once and then waits for NOTIFY, so a
-        write that commits between that first select and its LISTEN is never announced and
-        would sit unprocessed until the next write (seen in this project's tests). SQLite
-        subscriptions poll, so they never stall this way.
-        """
-        try:
-            position = self.position()
-            if position == last and position < self.head():
-                with recorder.datastore.transaction(commit=True) as cursor:
-                    cursor.execute(SQL("NOTIFY {0}").format(Identifier(recorder.channel_name)))
-        except Exception:  # the runner reports real store failures itself
-            logger.warning("projection %r: stall check failed", self.name, exc_info=True)
-            return last
-        return position
+    def _failed(self, error: Exception) -> None:
+        reason = _reason(error)
+        with self._changed:
+            first = self._status.healthy
+            if first:
+                self._failing_since = monotonic()
+            self._status = ProjectionStatus(False, reason, self._status.failures + 1)
+            self._changed.notify_all()
+        if first:  # once per outage; a traceback only where it helps (not a store error)
+            logger.warning("projection %r cannot follow the store at position %s (%s); "
+                           "retrying", self.name, self._position, reason,
+                           exc_info=None if isinstance(error, STORE_ERRORS) else error)
+
+    def _recovered(self) -> None:
+        if self._status.healthy:
+            return
+        with self._changed:
+            failures, self._status = self._status.failures, ProjectionStatus(healthy=True)
+        logger.warning("projection %r follows the store again after %s failed attempts",
+                       self.name, failures)
+
+    def _listen(self) -> None:
+        """Wake the runner on every PostgreSQL NOTIFY of the write model; reconnect on errors."""
+        recorder = self.app.recorder
+        assert isinstance(recorder, PostgresApplicationRecorder)
+        listen = SQL("LISTEN {0}").format(Identifier(recorder.channel_name))
+        backoff = Backoff(FIRST_RETRY_SECONDS)
+        while not self._stopping.is_set():
+            try:
+                with recorder.datastore.get_connection() as connection:
+                    connection.execute(listen)
+                    self._wakeup.set()  # commits made before LISTEN took effect
+                    backoff.reset()
+                    while not self._stopping.is_set():
+                        for _ in connection.notifies(timeout=NOTIFY_POLL_SECONDS,
+                                                     stop_after=1):
+                            self._wakeup.set()
+            except Exception:  # the runner reports store trouble; here, just reconnect
+                logger.debug("projection %r: LISTEN connection lost", self.name, exc_info=True)
+                self._stopping.wait(backoff.next())
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop and release everything; raises a failure nobody has seen yet."""
-        if self._stopping:
+    def stop(self, timeout: float = DEFAULT_WAIT_SECONDS) -> None:
+        """Stop following and release everything; bounded and quiet even if the store is
+        down (a thread stuck in a store call is a daemon and is left behind)."""
+        if self._stopping.is_set():
             return
-        self._stopping = True
-        self._runner.stop()
-        self._watcher.join()  # before closing what it reads
-        try:
-            self._runner.__exit__(None, None, None)  # joins the threads, closes the app
-        except BaseException as exit_error:  # the thread's error, raised below
-            with self._lock:
-                self._error = self._error or exit_error
-        finally:
-            self.view.close()
-        if not self._surfaced:
-            self.raise_if_failed()
+        self._stopping.set()
+        self._wakeup.set()
+        with self._changed:
+            self._changed.notify_all()
+        deadline = monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - monotonic()))
+        for resource in (self.app, self.view):
+            try:
+                resource.close()
+            except Exception:
+                logger.warning("projection %r: closing %s failed", self.name,
+                               type(resource).__name__, exc_info=True)
 
     def __enter__(self) -> RunningProjection[TView]:
         return self
@@ -209,10 +301,9 @@ def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
             progress: Progress | None = None) -> int:
     """Empty the view (rows and tracking), re-apply every event; the position reached.
 
-    Events are applied in batches of one transaction each (:func:`apply_events`), several
-    times faster than a live runner catching up. Stop any live runner of the same projection
-    first; to rebuild while it keeps serving, rebuild ``spec.renamed(...)`` instead and switch
-    readers to it.
+    Events are applied in batches of one transaction each (:func:`apply_events`). Stop any
+    live runner of the same projection first; to rebuild while it keeps serving, rebuild
+    ``spec.renamed(...)`` instead and switch readers to it.
     """
     with closing(open_write_model(settings)) as app, closing(open_view(spec, settings)) as view:
         view.reset()
@@ -220,13 +311,15 @@ def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
         return view.max_tracking_id(app.name) or 0
 
 
-def apply_events(app: WriteModel, projection: Projection[Any], view: ProjectionView,
-                 target: int, progress: Progress | None = None) -> int:
-    """Apply the events after the view's position up to ``target``, a batch per transaction;
-    the number of events applied. A batch in which an event fails is redone with a savepoint
-    per event, so a dead letter is recorded exactly as it is live."""
+def apply_events(app: Application[Any], projection: Projection[Any], view: ProjectionView,
+                 target: int, progress: Progress | None = None, *,
+                 start: int | None = None) -> int:
+    """Apply the events after ``start`` (default: the view's position) up to ``target``, a
+    batch per transaction; the number of events applied. A batch in which an event fails is
+    redone with a savepoint per event, so a dead letter is recorded exactly as it is live.
+    ``progress`` hears of each committed batch."""
     applied = 0
-    position = view.max_tracking_id(app.name) or 0
+    position = (view.max_tracking_id(app.name) or 0) if start is None else start
     if progress is not None:
         progress(projection.name, position, target)
     while position < target:
@@ -247,6 +340,12 @@ def apply_events(app: WriteModel, projection: Projection[Any], view: ProjectionV
         if progress is not None:
             progress(projection.name, position, target)
     return applied
+
+
+def _reason(error: Exception) -> str:
+    """The error's type and first line, short enough for a health report."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
 
 
 def _apply(projection: Projection[Any], events: list[tuple[Any, Tracking]]) -> None:

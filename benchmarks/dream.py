@@ -578,7 +578,7 @@ def create_list_scope(server: Server) -> int:
     with DreamClient(server.base_url, server.token, timeout=REQUEST_TIMEOUT_S) as admin:
         written = admin.create_scope(LIST_SCOPE)
         admin.list_dreams(LIST_SCOPE, limit=1, after=written.position)  # waits for the view
-        return admin.health().position
+        return admin.health().position or 0
 
 
 def benchmark_lists(settings: Settings, store: str, sizes: Sizes,

@@ -301,7 +301,6 @@ def wait_until_done(runs: RunningProjection[RunsView], position: int) -> None:
     runs.wait(position, timeout=DONE_TIMEOUT_S)
     deadline = time.monotonic() + DONE_TIMEOUT_S
     while runs.view.claimable(FAR_FUTURE, 1):
-        runs.raise_if_failed()
         if time.monotonic() > deadline:
             raise TimeoutError("admitted runs did not finish in time")
         time.sleep(WAIT_POLL_S)
@@ -313,7 +312,6 @@ def wait_for_run(runs: RunningProjection[RunsView], run: Admitted) -> None:
         summary = runs.view.get_run_summary(run.scope_id, run.run_id)
         if summary is not None and summary.terminal:
             return
-        runs.raise_if_failed()
         if time.monotonic() > deadline:
             raise TimeoutError(f"run {run.run_id} did not finish in time")
         time.sleep(WAIT_POLL_S)

@@ -33,7 +33,7 @@ from eventsourcing.persistence import (
     TrackingRecorder,
     WaitInterruptedError,
 )
-from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
+from eventsourcing.postgres import PostgresDatastore, PostgresRecorder, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from eventsourcing.sqlite import (
     SQLiteConnection,
@@ -370,7 +370,21 @@ class SQLiteProjectionView(SQLiteTrackingRecorder, ProjectionView, ABC):
         return self.datastore
 
 
-class PostgresProjectionView(PostgresTrackingRecorder, ProjectionView, ABC):
+# One advisory lock key ("dream" in ASCII) for every table this service creates.
+SCHEMA_LOCK_KEY = 0x647265616D
+
+
+class SerialisedSchema(PostgresRecorder):
+    """A PostgreSQL recorder whose ``CREATE … IF NOT EXISTS`` statements run under one
+    transaction-level advisory lock: processes starting at once otherwise race on the catalog
+    and one fails with "tuple concurrently updated". Mix in ahead of the library class."""
+
+    def _create_table(self, curs: Any) -> None:
+        curs.execute(SQL("SELECT pg_advisory_xact_lock(%s)"), (SCHEMA_LOCK_KEY,))
+        super()._create_table(curs)
+
+
+class PostgresProjectionView(SerialisedSchema, PostgresTrackingRecorder, ProjectionView, ABC):
     """A view in the write model's database; its tables share the projection's name prefix.
 
     The library names the tracking table ``<projection name>_tracking``; this view's tables are
@@ -456,7 +470,7 @@ class _DeadLettering(Projection[Any]):
     """Applies events as the projection does; an event its own code fails on is recorded as a
     dead letter (and logged) instead of stopping every read model behind it.
 
-    Store errors are not the event's fault: they propagate, and the runner stops on them.
+    Store errors are not the event's fault: they propagate, and the runner retries them.
     """
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:

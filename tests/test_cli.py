@@ -74,8 +74,19 @@ def test_dream_run_show_and_list_over_the_api(live_api: LiveApi) -> None:
     assert run["status"] == "queued"
     shown = dream("show", *common, run["run_id"])
     assert shown.stdout.startswith(f"{run['run_id']}  refine_experience  queued")
+    shown_at = re.search(r"position (\d+)", shown.stdout)
+    assert shown_at is not None
+    assert 0 < int(shown_at.group(1)) <= run["position"]
+    # A list right after the run includes it (read-your-writes), and so does one that names
+    # the position a `dream show` printed.
     listed = json.loads(dream("list", *common, "--json").stdout)
-    assert [item["run_id"] for item in listed["runs"]] in ([run["run_id"]], [])
+    assert [item["run_id"] for item in listed["runs"]] == [run["run_id"]]
+    after = dream("list", *common, "--after", str(run["position"]))
+    assert after.returncode == 0, after.stderr
+    assert run["run_id"] in after.stdout
+    beyond = dream("list", *common, "--after", str(10**6))
+    assert beyond.returncode != 0
+    assert "invalid_request" in beyond.stderr
     refused = dream("run", *common, "--request", request.replace("refine_experience",
                                                                  "derive_skill"), "--json")
     assert refused.returncode != 0

@@ -33,6 +33,8 @@ from tests.conftest import LiveApi
 
 EXPERIENCE = {"situation": "a flaky upstream", "action": "retried with a key",
               "outcome": "no duplicates", "lesson": "use idempotency keys"}
+# Source ids keep their slashes and every other character of the identifier alphabet.
+SOURCE_ID = "runs/v1.2/~a:b@c_d-e"
 # Every character a path segment must not carry raw, plus a dot segment URLs would collapse.
 AWKWARD_SOURCE_ID = "runs/../1 ?#%&+é"
 
@@ -52,7 +54,8 @@ def team(admin: DreamClient) -> DreamClient:
     return admin
 
 
-def test_an_admin_builds_a_memory_through_the_client(admin: DreamClient) -> None:
+def test_an_admin_builds_a_memory_through_the_client(live_api: LiveApi,
+                                                     admin: DreamClient) -> None:
     health = admin.health()
     assert isinstance(health, Health)
     assert health.store in {"sqlite", "postgres"}
@@ -65,16 +68,23 @@ def test_an_admin_builds_a_memory_through_the_client(admin: DreamClient) -> None
     assert changed.settings == {"auto_dream_enabled": True, "max_items": 8}
     assert admin.get_scope("team").settings == changed.settings
 
-    # Source ids keep their slashes; every other reserved character is encoded.
-    source = admin.record_source("team", source_type="task", source_id=AWKWARD_SOURCE_ID,
+    # A name outside the alphabet (ADR-0009) is refused; looking it up still reaches the
+    # route, so the client encodes every reserved character and the dot segment.
+    with pytest.raises(domain.InvalidIdentifierError):
+        admin.record_source("team", source_type="task", source_id=AWKWARD_SOURCE_ID, text="x")
+    with pytest.raises(domain.SourceNotFoundError):
+        admin.get_source("team", source_type="task", source_id=AWKWARD_SOURCE_ID)
+
+    # Source ids keep their slashes.
+    source = admin.record_source("team", source_type="task", source_id=SOURCE_ID,
                                  text="retried with key K", payload={"attempts": 2})
     assert isinstance(source, SourceView)
     assert source.content_hash.startswith("sha256:")
-    again = admin.record_source("team", source_type="task", source_id=AWKWARD_SOURCE_ID,
+    again = admin.record_source("team", source_type="task", source_id=SOURCE_ID,
                                 text="retried with key K", payload={"attempts": 2})
-    assert again.position is None  # identical: nothing changed
-    fetched = admin.get_source("team", source_type="task", source_id=AWKWARD_SOURCE_ID)
-    assert (fetched.source_id, fetched.payload) == (AWKWARD_SOURCE_ID, {"attempts": 2})
+    assert again.position == source.position  # identical: nothing changed, same position
+    fetched = admin.get_source("team", source_type="task", source_id=SOURCE_ID)
+    assert (fetched.source_id, fetched.payload) == (SOURCE_ID, {"attempts": 2})
 
     memory = admin.create_memory("team", memory_id="m", title="Team memory")
     assert isinstance(memory, RevisionView)
@@ -83,12 +93,12 @@ def test_an_admin_builds_a_memory_through_the_client(admin: DreamClient) -> None
     # References go in as domain value objects or plain dicts.
     first = admin.add_entry("team", memory_id="m", entry_id="e1", kind="task_record",
                             text="Use idempotency keys",
-                            sources=[SourceRef("task", AWKWARD_SOURCE_ID)])
+                            sources=[SourceRef("task", SOURCE_ID)])
     assert isinstance(first, EntryVersionView)
     assert first.version == 1
     revised = admin.revise_entry("team", memory_id="m", entry_id="e1", kind="task_record",
                                  text="Always use idempotency keys",
-                                 sources=[{"source_type": "task", "source_id": AWKWARD_SOURCE_ID}],
+                                 sources=[{"source_type": "task", "source_id": SOURCE_ID}],
                                  expected_entry_version_id=first.entry_version_id)
     assert revised.version == 2
 
@@ -115,7 +125,7 @@ def test_an_admin_builds_a_memory_through_the_client(admin: DreamClient) -> None
     assert reactivated_head.manifest["e1"].status == "active"
 
     # An Experience cites the Source and the exact entry version; revisions stay readable.
-    lineage = Lineage(sources=(SourceRef("task", AWKWARD_SOURCE_ID),),
+    lineage = Lineage(sources=(SourceRef("task", SOURCE_ID),),
                       memory_citations=(citation.to_domain(),))
     created = admin.create_artifact("team", family="experience", artifact_id="x",
                                     content=EXPERIENCE, lineage=lineage)
@@ -132,15 +142,19 @@ def test_an_admin_builds_a_memory_through_the_client(admin: DreamClient) -> None
     assert admin.get_revision("team", family="experience", artifact_id="x",
                               revision=1).content == EXPERIENCE
 
-    # Access administration answers with the scope's roles and grants.
+    # Access administration answers with the scope's roles and grants (of registered principals).
+    with pytest.raises(domain.UnknownPrincipalError):
+        admin.grant_role("team", principal="rita", role="reader")
+    with acting_as(Caller("admin", admin=True)):
+        live_api.dreaming.register_principal("rita")
     admin.grant_role("team", principal="rita", role="reader")
     roles = admin.revoke_read("team", principal="rita",
-                              resource=Resource.source("task", AWKWARD_SOURCE_ID))
+                              resource=Resource.source("task", SOURCE_ID))
     assert isinstance(roles, RolesView)
     assert roles.roles == {"rita": ["reader"]}
     assert list(roles.read_grants["rita"].values()) == ["revoked"]
     regranted = admin.grant_read("team", principal="rita", resource={
-        "kind": "source", "source_type": "task", "source_id": AWKWARD_SOURCE_ID})
+        "kind": "source", "source_type": "task", "source_id": SOURCE_ID})
     assert list(regranted.read_grants["rita"].values()) == ["granted"]
     assert admin.revoke_role("team", principal="rita", role="reader").roles == {}
     assert admin.get_roles("team").read_grants == regranted.read_grants

@@ -26,13 +26,15 @@ def test_memory_round_trip_over_http(live_api: LiveApi) -> None:
         created = http.post("/v1/scopes", json={"scope_id": "team"})
         assert created.status_code == 201
         assert created.json()["position"] > 0
-        assert http.post("/v1/scopes/team/sources", json={
-            "source_type": "task", "source_id": "runs/1", "text": "retried with key K",
-        }).status_code == 201
-        # Recording the identical Source again changes nothing: 200, no position.
+        recorded = http.post("/v1/scopes/team/sources", json={
+            "source_type": "task", "source_id": "runs/1", "text": "retried with key K"})
+        assert recorded.status_code == 201
+        # Recording the identical Source again changes nothing: 200, and the position of the
+        # event that recorded it.
         again = http.post("/v1/scopes/team/sources", json={
             "source_type": "task", "source_id": "runs/1", "text": "retried with key K"})
-        assert (again.status_code, again.json()["position"]) == (200, None)
+        assert (again.status_code, again.json()["position"]) == (
+            200, recorded.json()["position"])
         assert http.post("/v1/scopes/team/memories", json={"memory_id": "m"}).status_code == 201
         entry = http.post("/v1/scopes/team/memories/m/entries", json={
             "entry_id": "e1", "kind": "task_record", "text": "Use idempotency keys",

@@ -4,8 +4,7 @@ Runs are written to the real write model (``app.commit``) and followed by the re
 read-your-writes, keyset pages that never overlap or skip while runs keep arriving, filters,
 ``invalid_cursor`` and limit bounds, exactly-once tracking, a rebuilt view equal to the live
 one, resuming after a restart, poison events kept as dead letters, a store failure that is
-never silent, and list latency at
-5,000 runs.
+never silent and heals by itself, and list latency at 5,000 runs.
 """
 
 from __future__ import annotations
@@ -19,10 +18,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from eventsourcing.persistence import IntegrityError, PersistenceError, Tracking
+from eventsourcing.persistence import IntegrityError, Tracking
 
 from adapters.projection_runtime import (
-    ProjectionFailedError,
+    ProjectionStoppedError,
+    ProjectionUnavailableError,
     RunningProjection,
     open_view,
     start_projection,
@@ -406,7 +406,7 @@ def test_the_runner_resumes_from_its_tracking_position_after_a_restart(
     stopped_view.close()
     with start_projection(RUNS, settings) as running:
         assert running.catch_up() == head
-        running.raise_if_failed()  # a replayed event would have been refused and failed it
+        assert running.status().healthy  # a replayed event would have been refused
         rows = all_pages(running.view, "scope-r")
         assert keys(rows) == newest_first(first + second)
         assert running.view.get_run_summary("scope-r", "run-0") == expected(first[0], moved)
@@ -442,36 +442,55 @@ def test_a_poison_event_becomes_a_dead_letter_and_the_view_moves_on(
     later = accept("scope-x", "run-2", T0)
     running.wait(app.commit(later))  # the events after it are still applied
     assert [row.run_id for row in all_pages(running.view, "scope-x")] == ["run-2"]
-    assert running.failure is None
+    assert running.status().healthy
     assert running.view.dead_letter_count() == 1
     running.view.reset()
     assert running.view.dead_letter_count() == 0  # a rebuild starts clean
 
 
-def test_a_store_failure_stops_the_runner_and_surfaces_its_error(
+def recreate_the_table(view: RunsView) -> None:
+    with view._writing() as cursor:
+        for statement in view.view_statements():
+            cursor.execute(statement, {})
+
+
+def test_a_store_failure_degrades_the_runner_which_heals_by_itself(
         settings: Settings, app: Dreaming, caplog: pytest.LogCaptureFixture) -> None:
     run = accept("scope-x", "run-1", T0)
     running = start_projection(RUNS, settings)
     try:
         running.wait(app.commit(run))
+        assert running.status().healthy
+
+        # The table vanishes: the runner cannot apply the next event and says why.
         drop_the_table(running.view)
         start(run, T0 + timedelta(seconds=1))
-        with caplog.at_level(logging.ERROR, logger="adapters.projection_runtime"):
-            with pytest.raises(ProjectionFailedError) as caught:
-                running.wait(app.commit(run))
-            assert isinstance(caught.value.__cause__, PersistenceError)
-            deadline = time.monotonic() + 5
-            while "stopped at position" not in caplog.text and time.monotonic() < deadline:
-                time.sleep(0.01)
-        assert "projection 'runs' stopped at position" in caplog.text
-        assert isinstance(running.failure, PersistenceError)
-        with pytest.raises(ProjectionFailedError):
-            running.raise_if_failed()
+        with caplog.at_level(logging.WARNING, logger="adapters.projection_runtime"):
+            started = app.commit(run)
+            with pytest.raises(ProjectionUnavailableError) as caught:
+                running.wait(started, timeout=1.0)
+        assert "cannot follow the store" in caplog.text
+        status = running.status()
+        assert not status.healthy
+        assert status.failures >= 1
+        assert status.reason is not None
+        assert caught.value.reason == status.reason
+        assert running.position() < started  # nothing was skipped
+
+        # The store is repaired: the runner resumes from its tracking position, unasked.
+        recreate_the_table(running.view)
+        later = accept("scope-x", "run-2", T0)
+        running.wait(app.commit(later), timeout=10)
+        assert running.status().healthy
+        assert [row.run_id for row in all_pages(running.view, "scope-x")] == ["run-2"]
+        [letter] = running.view.dead_letters()  # run-1's row went with the table
+        assert letter.notification_id == started
     finally:
-        running.stop()  # already surfaced: stopping is quiet
+        running.stop()
 
 
-def test_stopping_raises_a_failure_nobody_has_seen(settings: Settings, app: Dreaming) -> None:
+def test_stopping_a_failing_runner_is_quiet_and_bounded(settings: Settings,
+                                                       app: Dreaming) -> None:
     run = accept("scope-x", "run-1", T0)
     running = start_projection(RUNS, settings)
     running.wait(app.commit(run))
@@ -479,11 +498,15 @@ def test_stopping_raises_a_failure_nobody_has_seen(settings: Settings, app: Drea
     start(run, T0 + timedelta(seconds=1))
     app.commit(run)
     deadline = time.monotonic() + 5
-    while running.failure is None and time.monotonic() < deadline:
+    while running.status().healthy and time.monotonic() < deadline:
         time.sleep(0.01)
-    with pytest.raises(ProjectionFailedError):
-        running.stop()
+    assert not running.status().healthy
+    began = time.monotonic()
+    running.stop()  # no error: the failure was reported while it ran
+    assert time.monotonic() - began < 5
     running.stop()  # idempotent
+    with pytest.raises(ProjectionStoppedError):
+        running.wait(app.max_position())
 
 
 # -- scale ----------------------------------------------------------------------------------

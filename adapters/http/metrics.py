@@ -31,7 +31,10 @@ def prometheus_text(head: int, projections: Iterable[RunningProjection[Any]],
     lines += _family("dream_read_model_position", "Last event position a read model applied.",
                      [(_label(p), p.position()) for p in running])
     lines += _family("dream_read_model_lag", "Events recorded but not yet applied.",
-                     [(_label(p), p.lag()) for p in running])
+                     [(_label(p), max(0, head - p.position())) for p in running])
+    lines += _family("dream_read_model_healthy",
+                     "1 while a read model follows the store, 0 while it retries an error.",
+                     [(_label(p), int(p.status().healthy)) for p in running])
     lines += _family("dream_read_model_dead_letters", "Events a read model could not apply.",
                      [(_label(p), p.view.dead_letter_count()) for p in running])
     if workers is not None:

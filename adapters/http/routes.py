@@ -12,6 +12,7 @@ from fastapi.responses import PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.http.metrics import prometheus_text
+from adapters.http.params import plain_parameters
 from adapters.http.schemas import (
     AddEntry,
     ApproveCandidate,
@@ -74,7 +75,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
                                 (413, "Request body over 1 MiB"),
                                 (422, "Invalid request or a domain rule violated")]
 }
-router = APIRouter(prefix="/v1", responses=ERRORS)
+router = APIRouter(prefix="/v1", responses=ERRORS, dependencies=[Depends(plain_parameters)])
 ops = APIRouter()
 # The read models the app runs, by their attribute on ``app.state`` (see adapters.http.app).
 bearer = HTTPBearer(auto_error=False, description="A token from `dream admin token create`.")
@@ -100,17 +101,31 @@ As = Annotated[Caller, Depends(authenticated)]
 
 
 After = Annotated[int | None, Query(
-    description="Wait until the read model includes this event position.")]
+    description="An event position the answer must include. Every read-model read already "
+                "waits for every event recorded before the request arrived; `after` is "
+                "checked to be a recorded position.")]
+VIEW_POSITION_HEADER = "X-Dream-View-Position"
 
 
-def _read_model(request: Request, app: Dreaming, name: str, after: int | None) -> Any:
-    """A running read model, once it has applied ``after`` (read-your-writes)."""
-    if after is not None and not 0 <= after <= app.max_position():
+def _read_model(request: Request, response: Response, app: Dreaming, name: str,
+                after: int | None) -> Any:
+    """A running read model once it has applied every event recorded before this request
+    (read-your-writes, by default), waiting at most ``DREAM_READ_WAIT_SECONDS``; the position
+    it answers from goes back in the ``X-Dream-View-Position`` header."""
+    head = app.max_position()
+    if after is not None and not 0 <= after <= head:
         raise InvalidRequestError("after must be a position this server has recorded",
-                                  field="after", head=app.max_position())
+                                  field="after", head=head)
     projection = request.app.state.read_models[name]
-    projection.wait(after)
+    projection.wait(head or None, timeout=request.app.state.read_wait_seconds)
+    response.headers[VIEW_POSITION_HEADER] = str(projection.position())
     return projection
+
+
+def _shown(app: Dreaming, written: Written[Any], aggregate: Any) -> int | None:
+    """The position a response shows: the event the command produced, or (replay) the
+    aggregate's last event."""
+    return written.position if written.position is not None else app.position_of(aggregate)
 
 
 def _entry(written: Written[EntryWritten]) -> EntryVersionView:
@@ -128,40 +143,42 @@ def _head(written: Any) -> RevisionView:
 def create_scope(body: CreateScope, app: App, caller: As) -> ScopeView:
     with acting_as(caller):
         written = app.create_scope(body.scope_id, body.settings)
-    return ScopeView.of(written.value, written.position)
+    return ScopeView.of(written.value, _shown(app, written, written.value))
 
 
 @router.get("/scopes/{scope_id}", tags=["scopes"])
 def get_scope(scope_id: str, app: App, caller: As) -> ScopeView:
     with acting_as(caller):
-        return ScopeView.of(app.get_scope(scope_id))
+        scope = app.get_scope(scope_id)
+    return ScopeView.of(scope, app.position_of(scope))
 
 
 @router.patch("/scopes/{scope_id}/settings", tags=["scopes"])
 def change_settings(scope_id: str, body: ChangeSettings, app: App, caller: As) -> ScopeView:
     with acting_as(caller):
         written = app.change_scope_settings(scope_id, body.settings)
-    return ScopeView.of(written.value, written.position)
+    return ScopeView.of(written.value, _shown(app, written, written.value))
 
 
 @router.get("/scopes/{scope_id}/roles", tags=["access"])
 def get_roles(scope_id: str, app: App, caller: As) -> RolesView:
     with acting_as(caller):
-        return RolesView.of(app.administered_scope(scope_id))
+        scope = app.administered_scope(scope_id)
+    return RolesView.of(scope, app.position_of(scope))
 
 
 @router.post("/scopes/{scope_id}/roles", tags=["access"])
 def grant_role(scope_id: str, body: GrantRole, app: App, caller: As) -> RolesView:
     with acting_as(caller):
         written = app.grant_role(scope_id, body.principal, body.role)
-    return RolesView.of(written.value, written.position)
+    return RolesView.of(written.value, _shown(app, written, written.value))
 
 
 @router.delete("/scopes/{scope_id}/roles/{principal}/{role}", tags=["access"])
 def revoke_role(scope_id: str, principal: str, role: str, app: App, caller: As) -> RolesView:
     with acting_as(caller):
         written = app.revoke_role(scope_id, principal, role)
-    return RolesView.of(written.value, written.position)
+    return RolesView.of(written.value, _shown(app, written, written.value))
 
 
 @router.post("/scopes/{scope_id}/read-grants", tags=["access"])
@@ -169,7 +186,7 @@ def grant_read(scope_id: str, body: ReadGrant, app: App, caller: As) -> RolesVie
     resource = Resource.from_dict(body.resource.model_dump(exclude_none=True))
     with acting_as(caller):
         written = app.grant_read(scope_id, body.principal, resource)
-    return RolesView.of(written.value, written.position)
+    return RolesView.of(written.value, _shown(app, written, written.value))
 
 
 @router.post("/scopes/{scope_id}/read-revocations", tags=["access"])
@@ -177,7 +194,7 @@ def revoke_read(scope_id: str, body: ReadGrant, app: App, caller: As) -> RolesVi
     resource = Resource.from_dict(body.resource.model_dump(exclude_none=True))
     with acting_as(caller):
         written = app.revoke_read(scope_id, body.principal, resource)
-    return RolesView.of(written.value, written.position)
+    return RolesView.of(written.value, _shown(app, written, written.value))
 
 
 # -- sources -----------------------------------------------------------------------------------
@@ -193,14 +210,15 @@ def record_source(scope_id: str, body: RecordSource, app: App, caller: As,
                                     attempt_id=body.attempt_id, occurred_at=body.occurred_at)
     if written.position is None:
         response.status_code = 200
-    return SourceView.of(written.value, written.position)
+    return SourceView.of(written.value, _shown(app, written, written.value))
 
 
 @router.get("/scopes/{scope_id}/sources/{source_type}/{source_id:path}", tags=["sources"])
 def get_source(scope_id: str, source_type: str, source_id: str, app: App,
                caller: As) -> SourceView:
     with acting_as(caller):
-        return SourceView.of(app.get_source(scope_id, source_type, source_id))
+        source = app.get_source(scope_id, source_type, source_id)
+    return SourceView.of(source, app.position_of(source))
 
 
 # -- artifacts ---------------------------------------------------------------------------------
@@ -228,7 +246,8 @@ def get_head(scope_id: str, family: str, artifact_id: str, app: App,
              caller: As) -> RevisionView:
     with acting_as(caller):
         artifact = app.get_artifact(scope_id, family, artifact_id)
-    return RevisionView.of(artifact, artifact.revision(artifact.head_revision))
+    return RevisionView.of(artifact, artifact.revision(artifact.head_revision),
+                           app.position_of(artifact))
 
 
 @router.get("/scopes/{scope_id}/artifacts/{family}/{artifact_id}/revisions/{revision}",
@@ -237,7 +256,7 @@ def get_revision(scope_id: str, family: str, artifact_id: str, revision: int, ap
                  caller: As) -> RevisionView:
     with acting_as(caller):
         artifact = app.get_artifact(scope_id, family, artifact_id)
-    return RevisionView.of(artifact, artifact.revision(revision))
+    return RevisionView.of(artifact, artifact.revision(revision), app.position_of(artifact))
 
 
 # -- memory ------------------------------------------------------------------------------------
@@ -326,11 +345,11 @@ def request_dream(scope_id: str, body: CreateDreamRun, request: Request, app: Ap
     if run.terminal:
         response.status_code = 200
     response.headers["Location"] = f"/v1/scopes/{quote(run.scope_id)}/dream/{run.run_id}"
-    return DreamRunView.of(run, written.position)
+    return DreamRunView.of(run, _shown(app, written, run))
 
 
 @router.get("/scopes/{scope_id}/dream", tags=["dream"])
-def list_dreams(scope_id: str, request: Request, app: App, caller: As,
+def list_dreams(scope_id: str, request: Request, response: Response, app: App, caller: As,
                 status: Literal["queued", "running", "succeeded", "failed"] | None = None,
                 operation: Literal["refine_experience", "derive_skill"] | None = None,
                 cursor: str | None = None, limit: int = 20,
@@ -338,7 +357,7 @@ def list_dreams(scope_id: str, request: Request, app: App, caller: As,
     """Run summaries, newest first (keyset pagination with an opaque cursor)."""
     with acting_as(caller):
         app.get_scope(scope_id)
-    runs = _read_model(request, app, "runs", after)
+    runs = _read_model(request, response, app, "runs", after)
     summaries, next_cursor = runs.view.list_runs(scope_id, status=status, operation=operation,
                                                  cursor=cursor, limit=limit)
     return DreamRunPage(runs=[DreamRunSummary.from_summary(s) for s in summaries],
@@ -348,7 +367,8 @@ def list_dreams(scope_id: str, request: Request, app: App, caller: As,
 @router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"])
 def get_dream(scope_id: str, run_id: str, app: App, caller: As) -> DreamRunView:
     with acting_as(caller):
-        return DreamRunView.of(app.get_dream(scope_id, run_id))
+        run = app.get_dream(scope_id, run_id)
+    return DreamRunView.of(run, app.position_of(run))
 
 
 # -- candidates --------------------------------------------------------------------------------
@@ -371,11 +391,12 @@ def propose_candidate(scope_id: str, body: ProposeCandidate, app: App, caller: A
         response.status_code = 200
     candidate = written.value.candidate
     response.headers["Location"] = _candidate_path(candidate.scope_id, candidate.candidate_id)
-    return CandidateView.of(written.value, written.position)
+    return CandidateView.of(written.value, _shown(app, written, candidate))
 
 
 @router.get("/scopes/{scope_id}/candidates", tags=["review"])
-def list_candidates(scope_id: str, request: Request, app: App, caller: As,
+def list_candidates(scope_id: str, request: Request, response: Response, app: App,
+                    caller: As,
                     status: Literal["pending", "approved", "rejected", "all"] = "pending",
                     family: Literal["experience", "skill"] | None = None,
                     cursor: str | None = None, limit: int = 50,
@@ -384,7 +405,7 @@ def list_candidates(scope_id: str, request: Request, app: App, caller: As,
     ``status=all`` lists every status."""
     with acting_as(caller):
         app.get_scope(scope_id)
-    inbox = _read_model(request, app, "review_inbox", after)
+    inbox = _read_model(request, response, app, "review_inbox", after)
     summaries, next_cursor = inbox.view.list_candidates(
         scope_id, status=None if status == "all" else status, family=family, cursor=cursor,
         limit=limit)
@@ -396,7 +417,8 @@ def list_candidates(scope_id: str, request: Request, app: App, caller: As,
 @router.get("/scopes/{scope_id}/candidates/{candidate_id}", tags=["review"])
 def get_candidate(scope_id: str, candidate_id: str, app: App, caller: As) -> CandidateView:
     with acting_as(caller):
-        return CandidateView.of(app.get_candidate(scope_id, candidate_id))
+        reviewed = app.get_candidate(scope_id, candidate_id)
+    return CandidateView.of(reviewed, app.position_of(reviewed.candidate))
 
 
 @router.get("/scopes/{scope_id}/candidates/{candidate_id}/evidence", tags=["review"])
@@ -416,7 +438,7 @@ def revise_candidate(scope_id: str, candidate_id: str, body: ReviseCandidate, ap
     revision = body.to_domain()
     with acting_as(caller):
         written = app.revise_candidate(scope_id, candidate_id, body.expected_version, revision)
-    return CandidateView.of(written.value, written.position)
+    return CandidateView.of(written.value, _shown(app, written, written.value.candidate))
 
 
 @router.post("/scopes/{scope_id}/candidates/{candidate_id}/approve", tags=["review"])
@@ -426,7 +448,7 @@ def approve_candidate(scope_id: str, candidate_id: str, body: ApproveCandidate, 
     the approved version again answers the same result."""
     with acting_as(caller):
         written = app.approve_candidate(scope_id, candidate_id, body.expected_version)
-    return CandidateView.of(written.value, written.position)
+    return CandidateView.of(written.value, _shown(app, written, written.value.candidate))
 
 
 @router.post("/scopes/{scope_id}/candidates/{candidate_id}/reject", tags=["review"])
@@ -435,13 +457,14 @@ def reject_candidate(scope_id: str, candidate_id: str, body: RejectCandidate, ap
     with acting_as(caller):
         written = app.reject_candidate(scope_id, candidate_id, body.expected_version,
                                        body.reason)
-    return CandidateView.of(written.value, written.position)
+    return CandidateView.of(written.value, _shown(app, written, written.value.candidate))
 
 
 # -- knowledge ---------------------------------------------------------------------------------
 
 @router.get("/scopes/{scope_id}/knowledge", tags=["knowledge"])
-def search_knowledge(scope_id: str, request: Request, app: App, caller: As,
+def search_knowledge(scope_id: str, request: Request, response: Response, app: App,
+                     caller: As,
                      q: Annotated[str | None, Query(
                          description="Words that must all match; omit for the newest.")] = None,
                      family: Literal["experience", "skill"] | None = None, limit: int = 20,
@@ -450,7 +473,7 @@ def search_knowledge(scope_id: str, request: Request, app: App, caller: As,
     most relevant first (without ``q``: newest approvals first)."""
     with acting_as(caller):
         app.get_scope(scope_id)
-    knowledge = _read_model(request, app, "knowledge", after)
+    knowledge = _read_model(request, response, app, "knowledge", after)
     items = knowledge.view.search(scope_id, q, family=family, limit=limit)
     with acting_as(caller):
         readable = app.readable_artifacts(scope_id, [(i.family, i.artifact_id) for i in items])
@@ -528,7 +551,7 @@ def audit(scope_id: str, aggregate: str, key: str, app: App, caller: As,
 
 
 @router.get("/scopes/{scope_id}/provenance/impact", tags=["audit"])
-def impact(scope_id: str, request: Request, app: App, caller: As,
+def impact(scope_id: str, request: Request, response: Response, app: App, caller: As,
            kind: Literal["source", "entry_version", "artifact_revision", "candidate_version"],
            key: Annotated[str, Query(min_length=1, max_length=1024)],
            max_depth: Annotated[int, Query(ge=1, le=1000)] = 50,
@@ -539,7 +562,7 @@ def impact(scope_id: str, request: Request, app: App, caller: As,
     ``<family>/<artifact_id>@<revision>``, ``<candidate_id>@<version>``."""
     with acting_as(caller):
         app.check_readable(scope_id, guarding_resource(kind, key))
-        provenance = _read_model(request, app, "provenance", after)
+        provenance = _read_model(request, response, app, "provenance", after)
         found = provenance.view.impact(scope_id, kind, key, max_depth=max_depth)
         guards = {(d.kind, d.key): guarding_resource(d.kind, d.key) for d in found}
         readable = app.readable_artifacts(scope_id, {
@@ -554,22 +577,50 @@ def impact(scope_id: str, request: Request, app: App, caller: As,
 
 # -- operations --------------------------------------------------------------------------------
 
-@ops.get("/healthz", tags=["ops"])
-def healthz(request: Request, app: App) -> Health:
-    """``ok``, or ``degraded`` while a read model holds dead letters (events it could not
-    apply); a read model whose runner stopped on a store error answers 500."""
-    projections = list(request.app.state.read_models.values())
-    for projection in projections:
-        projection.raise_if_failed()
-    views = {p.name: ProjectionHealth(position=p.position(), lag=p.lag(),
-                                      dead_letters=p.view.dead_letter_count())
-             for p in projections}
+@ops.get("/healthz", tags=["ops"], responses={
+    503: {"model": Health, "description": "The store cannot be reached, or a read model "
+                                          "cannot follow it (it retries by itself)"}})
+def healthz(request: Request, response: Response, app: App) -> Health:
+    """``ok``; ``degraded`` with HTTP 200 while a read model holds dead letters (events it
+    could not apply); ``degraded`` with HTTP 503 while the store cannot be reached or a read
+    model retries a store error. ``reasons`` says why; it heals by itself."""
+    reasons: list[str] = []
+    head = _store_head(app, reasons)
+    views = {p.name: _projection_health(p, head, reasons)
+             for p in request.app.state.read_models.values()}
+    if reasons:
+        response.status_code = 503
+    reasons += [f"{name}: {view.dead_letters} dead letter(s)" for name, view in views.items()
+                if view.dead_letters]
     pool = request.app.state.workers
-    degraded = any(view.dead_letters for view in views.values())
-    return Health(status="degraded" if degraded else "ok", store=app.store_kind,
-                  position=app.max_position(), projections=views,
+    return Health(status="degraded" if reasons else "ok", store=app.store_kind,
+                  position=head, reasons=reasons, projections=views,
                   workers=None if pool is None else WorkerHealth(
                       capacity=pool.capacity, busy=pool.busy, completed=pool.completed))
+
+
+def _store_head(app: Dreaming, reasons: list[str]) -> int | None:
+    try:
+        return app.max_position()
+    except Exception as error:  # reported, not raised: this is what /healthz is for
+        reasons.append(f"store: {type(error).__name__}")
+        return None
+
+
+def _projection_health(projection: Any, head: int | None,
+                       reasons: list[str]) -> ProjectionHealth:
+    status, position = projection.status(), projection.position()
+    if not status.healthy:
+        reasons.append(f"{projection.name}: {status.reason} "
+                       f"(retrying for {status.failing_for:.1f} s)")
+    try:
+        dead_letters: int | None = projection.view.dead_letter_count()
+    except Exception:  # the store is down; the runner's status already says so
+        dead_letters = None
+    return ProjectionHealth(position=position,
+                            lag=None if head is None else max(0, head - position),
+                            dead_letters=dead_letters, following=status.healthy,
+                            reason=status.reason)
 
 
 @ops.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
