@@ -42,6 +42,7 @@ bench: $(RUNTIME)
 	$(BIN)/dream bench execution
 	$(BIN)/dream bench review
 	$(BIN)/dream bench audit
+	$(BIN)/dream bench freshness
 
 ci:
 	bash .ci/run

@@ -1,7 +1,9 @@
 """Freshness benchmark: from a run's admission to the runs list that shows it, over HTTP.
 
-``dream serve`` runs in its own process (access enforced, its two workers executing the runs
-in the background, so the runs view is busy as in real use). A client admits a run
+``dream serve`` runs in its own process (access enforced) in both deployment shapes: embedded
+(its two in-process workers execute every run) and scaled (the API process runs no workers;
+a ``dream worker`` process executes the runs). Either way every run is executed in the
+background, so the views are as busy as in real use. A client admits a run
 (``POST /v1/scopes/{s}/dream``, 202) and lists at once (``GET /v1/scopes/{s}/dream?limit=1``,
 no ``after``): the list answers only once its view holds every event recorded before it was
 asked, so the run is in the first answer, and the sample is the time from the 202 to that
@@ -52,11 +54,14 @@ class Sizes:
 FULL_SIZES = Sizes(3, 200, 20)
 QUICK_SIZES = Sizes(2, 25, 5)
 CASES = ("alone", f"beside {BACKGROUND_WRITERS} writers")
+# topology -> (DREAM_WORKERS of dream serve, dream worker processes beside it)
+TOPOLOGIES = {"embedded": (2, 0), "scaled": (0, 1)}
 
 
 @dataclass
 class Measurement:
     store: str
+    topology: str
     case: str
     rounds: list[list[float]] = field(default_factory=list)  # seconds per sample
 
@@ -135,9 +140,9 @@ def measure(measured: Scope, writers: Sequence[Scope], samples: int) -> list[flo
             thread.join()
 
 
-def benchmark_server(server: Server, store: str, sizes: Sizes,
+def benchmark_server(server: Server, store: str, topology: str, sizes: Sizes,
                      progress: Callable[[Measurement], None]) -> list[Measurement]:
-    results = [Measurement(store, case) for case in CASES]
+    results = [Measurement(store, topology, case) for case in CASES]
     with ExitStack() as stack:
         measured = Scope(stack, server, "fresh-0")
         writers = [Scope(stack, server, f"fresh-{i}") for i in range(1, BACKGROUND_WRITERS + 1)]
@@ -152,9 +157,9 @@ def benchmark_server(server: Server, store: str, sizes: Sizes,
 
 
 def table(measurements: Sequence[Measurement]) -> str:
-    header = ("| store | case | p50 ms | p95 ms | target p95 ms |\n"
-              "|---|---|---:|---:|---:|")
-    lines = [f"| {m.store} | {m.case} | {fmt(m.p50_ms)} | {fmt(m.p95_ms)} | "
+    header = ("| store | topology | case | p50 ms | p95 ms | target p95 ms |\n"
+              "|---|---|---|---:|---:|---:|")
+    lines = [f"| {m.store} | {m.topology} | {m.case} | {fmt(m.p50_ms)} | {fmt(m.p95_ms)} | "
              f"{fmt(m.target_ms)} |" for m in measurements]
     return "\n".join([header, *lines])
 
@@ -164,10 +169,11 @@ def report(args: argparse.Namespace, sizes: Sizes, measurements: Sequence[Measur
     return {
         **report_header("freshness", args, stores, server_version),
         "sizes": asdict(sizes),
-        "summary": [{"store": m.store, "case": m.case, "p50_ms": m.p50_ms,
+        "summary": [{"store": m.store, "topology": m.topology, "case": m.case,
+                     "p50_ms": m.p50_ms,
                      "p95_ms": m.p95_ms, "target_p95_ms": m.target_ms}
                     for m in measurements],
-        "measurements": [{"store": m.store, "case": m.case,
+        "measurements": [{"store": m.store, "topology": m.topology, "case": m.case,
                           "unit": "seconds from admission to the list showing the run",
                           "rounds": [round_data(r, raw=args.raw) for r in m.rounds]}
                          for m in measurements],
@@ -178,16 +184,21 @@ def main(argv: list[str] | None = None) -> int:
     args = benchmark_parser("freshness", __doc__, DEFAULT_OUTPUT).parse_args(argv)
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     say = say_unless(args)
+
+    def progress(m: Measurement) -> None:
+        say(f"[{m.store}] {m.topology}, {m.case}: round {len(m.rounds)} p95 "
+            f"{p95(m.rounds[-1]) * MS:.1f} ms")
     measurements: list[Measurement] = []
     stores: dict[str, str] = {}
     server_version = None
     for store in args.stores:
         try:
-            with STORES[store]() as handle, running_server(handle.settings) as server:
-                server_version = handle.server_version or server_version
-                measurements += benchmark_server(server, store, sizes, lambda m: say(
-                    f"[{m.store}] {m.case}: round {len(m.rounds)} p95 "
-                    f"{p95(m.rounds[-1]) * MS:.1f} ms"))
+            for topology, (workers, worker_processes) in TOPOLOGIES.items():
+                with STORES[store]() as handle, running_server(
+                        handle.settings, workers=workers,
+                        worker_processes=worker_processes) as server:
+                    server_version = handle.server_version or server_version
+                    measurements += benchmark_server(server, store, topology, sizes, progress)
         except PostgresUnavailableError as error:
             stores[store] = f"unavailable: {error}"
             print(f"[{store}] SKIPPED: PostgreSQL could not start: {error}", file=sys.stderr)

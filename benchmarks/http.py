@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -117,21 +118,35 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running_server(settings: Settings) -> Iterator[Server]:
-    """``dream serve`` in a child process on a free port; its output goes to a temp log."""
+def running_server(settings: Settings, *, workers: int | None = None,
+                   worker_processes: int = 0) -> Iterator[Server]:
+    """``dream serve`` in a child process on a free port (``workers``: its DREAM_WORKERS, else
+    the default), beside ``worker_processes`` ``dream worker`` processes; output goes to temp
+    logs."""
     port = _free_port()
     base_url = f"http://{HOST}:{port}"
-    with tempfile.TemporaryDirectory(prefix="bench-http-log-") as log_dir:
+    env = {**os.environ, **({} if workers is None else {"DREAM_WORKERS": str(workers)})}
+    with tempfile.TemporaryDirectory(prefix="bench-http-log-") as log_dir, ExitStack() as stack:
         log = Path(log_dir) / "server.log"
-        with log.open("wb") as sink:
-            process = subprocess.Popen(serve_command(settings, port), stdout=sink,
-                                       stderr=subprocess.STDOUT)
-            try:
-                wait_until_healthy(process, base_url, log)
-                token = (settings.data_dir / "admin-token").read_text().strip()
-                yield Server(base_url, token)
-            finally:
-                stop(process)
+        sink = stack.enter_context(log.open("wb"))
+        process = subprocess.Popen(serve_command(settings, port), stdout=sink,
+                                   stderr=subprocess.STDOUT, env=env)
+        stack.callback(stop, process)
+        wait_until_healthy(process, base_url, log)
+        for _ in range(worker_processes):
+            worker = subprocess.Popen(worker_command(settings), stdout=sink,
+                                      stderr=subprocess.STDOUT, env=os.environ.copy())
+            stack.callback(stop, worker)
+        token = (settings.data_dir / "admin-token").read_text().strip()
+        yield Server(base_url, token)
+
+
+def worker_command(settings: Settings) -> list[str]:
+    command = [sys.executable, "-m", "adapters.cli", "worker", "--data-dir",
+               str(settings.data_dir)]
+    if settings.database_url:
+        command += ["--database-url", settings.database_url]
+    return command
 
 
 # --- clients and requests ------------------------------------------------------
