@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from threading import Condition, Event, Thread
 from time import monotonic, sleep
 from types import TracebackType
-from typing import Any, Generic
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import InfrastructureFactory, IntegrityError, Tracking
@@ -46,11 +46,15 @@ from projections.base import (
 )
 
 Progress = Callable[[str, int, int], None]  # projection, position reached, target
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DEFAULT_WAIT_SECONDS = 5.0
 BATCH_EVENTS = 1_000
 POLL_SECONDS = 0.05  # how stale a view may get without a wake-up (writes of other processes)
 NOTIFY_POLL_SECONDS = 0.5  # on PostgreSQL, NOTIFY wakes the runner; the poll is a safety net
+COALESCE_SECONDS = 0.02  # the delay before applying what no reader waits for yet
+FRESH_WAIT_SECONDS = 0.2
 SCHEMA_ATTEMPTS = 5
 SCHEMA_RETRY_SECONDS = 0.05
 FIRST_RETRY_SECONDS = 0.05  # then doubling to adapters.backoff's cap (2 s)
@@ -113,7 +117,8 @@ class RunningProjection(Generic[TView]):
         self._changed = Condition()  # guards _position and _status; notified when they change
         self._status = ProjectionStatus(healthy=True)
         self._failing_since = 0.0
-        self._wakeup = Event()
+        self._wakeup = Event()  # something new may be in the store
+        self._urgent = Event()  # and a reader waits for it
         self._stopping = Event()
         listens = isinstance(self.app.recorder, PostgresApplicationRecorder)
         self._poll = NOTIFY_POLL_SECONDS if listens else POLL_SECONDS
@@ -151,7 +156,8 @@ class RunningProjection(Generic[TView]):
                                 round(monotonic() - self._failing_since, 3))
 
     def wake(self) -> None:
-        """Look for new events now rather than at the next poll."""
+        """Look for new events now: a reader waits (no coalescing delay)."""
+        self._urgent.set()
         self._wakeup.set()
 
     def wait(self, position: int | None, timeout: float = DEFAULT_WAIT_SECONDS) -> None:
@@ -180,6 +186,18 @@ class RunningProjection(Generic[TView]):
         self.wait(head or None, timeout)
         return head
 
+    def fresh(self, query: Callable[P, R]) -> Callable[P, R]:
+        """``query`` on this view, after catching up with the store's head if that takes at
+        most ``FRESH_WAIT_SECONDS``; for callers that can live with an older view but should
+        not miss what was just committed (a woken worker reading its inbox)."""
+
+        def fresh_query(*args: P.args, **kwargs: P.kwargs) -> R:
+            with suppress(TimeoutError, ProjectionUnavailableError, *STORE_ERRORS):
+                self.catch_up(FRESH_WAIT_SECONDS)
+            return query(*args, **kwargs)
+
+        return fresh_query
+
     def _check_running(self) -> None:
         if self._stopping.is_set():
             raise ProjectionStoppedError(f"projection {self.name!r} is stopped")
@@ -198,6 +216,7 @@ class RunningProjection(Generic[TView]):
         backoff = Backoff(FIRST_RETRY_SECONDS)
         while not self._stopping.is_set():
             self._wakeup.clear()  # a wake-up from now on triggers another round
+            self._urgent.clear()
             try:
                 self._catch_up()
             except Exception as error:  # store trouble or a bug: report it, retry, never stop
@@ -207,6 +226,10 @@ class RunningProjection(Generic[TView]):
             self._recovered()
             backoff.reset()
             self._wakeup.wait(self._poll)
+            if not self._urgent.is_set():
+                # Nobody waits: let a burst of commits gather into one batch, and leave the
+                # processor to the views readers are waiting for.
+                self._urgent.wait(COALESCE_SECONDS)
 
     def _catch_up(self) -> None:
         if not self._status.healthy:  # a failed batch may have committed: trust the view
@@ -271,6 +294,7 @@ class RunningProjection(Generic[TView]):
         if self._stopping.is_set():
             return
         self._stopping.set()
+        self._urgent.set()
         self._wakeup.set()
         with self._changed:
             self._changed.notify_all()

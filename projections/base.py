@@ -28,6 +28,7 @@ from uuid import UUID
 import psycopg
 from eventsourcing.application import Application
 from eventsourcing.persistence import (
+    IntegrityError,
     PersistenceError,
     Tracking,
     TrackingRecorder,
@@ -53,11 +54,19 @@ LAST_POLL_SECONDS = 0.1
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Batch:
     view: ProjectionView
     cursor: ViewCursor
     careful: bool
+    # A fast batch records only its first position (the exactly-once guard: refused unless
+    # newer than the view's) and, at its end, its last: not one upsert of the tracking row per
+    # event.
+    first: Tracking | None = None
+    last: Tracking | None = None
+
+    def last_position(self) -> int:
+        return 0 if self.last is None else self.last.notification_id
 
 
 class BatchAbortedError(Exception):
@@ -205,7 +214,13 @@ class ProjectionView(TrackingRecorder, ABC):
         cursor = batch.cursor
         if not batch.careful:
             try:
-                self._insert_tracking(cursor, tracking)
+                if batch.first is None:
+                    self._insert_tracking(cursor, tracking)
+                    batch.first = tracking
+                elif tracking.notification_id <= batch.last_position():
+                    msg = f"position {tracking.notification_id} is not newer than the batch's"
+                    raise IntegrityError(msg)
+                batch.last = tracking
                 yield cursor
             except Exception as error:
                 raise BatchAbortedError(tracking.notification_id) from error
@@ -234,11 +249,14 @@ class ProjectionView(TrackingRecorder, ABC):
         as live); fast: none, and the first failure aborts the whole batch. The batch belongs
         to the calling thread or task only."""
         with self._store().transaction(commit=True) as cursor:
-            token = _BATCH.set(_Batch(self, cursor, careful))
+            batch = _Batch(self, cursor, careful)
+            token = _BATCH.set(batch)
             try:
                 yield
             finally:
                 _BATCH.reset(token)
+            if batch.last is not None and batch.last is not batch.first:
+                self._insert_tracking(cursor, batch.last)
 
     @contextmanager
     def reading(self) -> Iterator[ViewCursor]:

@@ -544,3 +544,16 @@ def test_listing_stays_fast_with_5000_runs(view: RunsView) -> None:
     timings.sort()
     p95 = timings[int(len(timings) * 0.95)]
     assert p95 < 0.05, f"list p95 {p95 * 1000:.1f} ms over {len(timings)} queries"
+
+
+def test_a_fresh_query_sees_what_was_just_committed(settings: Settings, app: Dreaming,
+                                                    running: Running) -> None:
+    # A woken worker reads its inbox through fresh(): the run admitted a moment ago is there,
+    # although the runner, with no reader waiting, would only have applied it a little later.
+    summary = running.fresh(running.view.get_run_summary)
+    for index in range(20):
+        run = accept("scope-f", f"run-{index}", T0)
+        app.commit(run)
+        found = summary("scope-f", f"run-{index}")
+        assert found is not None, index
+        assert found.status == "queued"

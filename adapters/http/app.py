@@ -67,7 +67,7 @@ def create_app(dreaming: Dreaming, settings: Settings,
             api.state.workers = None
             if settings.workers:
                 runs = api.state.read_models[RUNS.name]
-                pool = worker_pool(dreaming, settings, runs.view.claimable).start()
+                pool = worker_pool(dreaming, settings, runs.fresh(runs.view.claimable)).start()
                 stack.callback(_stop_quietly, "the workers", pool.stop)
                 api.state.workers = pool
             yield
