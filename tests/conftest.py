@@ -40,14 +40,19 @@ def postgres_server() -> Iterator[PostgresServer | str]:
     if external:
         yield external
         return
+    server = start_postgres_or_skip()
+    yield server
+    stop_postgres_server(server)
+
+
+def start_postgres_or_skip() -> PostgresServer:
+    """A throwaway PostgreSQL server; the test is skipped without one (failed in CI)."""
     try:
-        server = start_postgres_server()
+        return start_postgres_server()
     except PostgresUnavailableError as error:
         if REQUIRE_POSTGRES:
             pytest.fail(f"PostgreSQL is required but could not start: {error}")
         pytest.skip(f"PostgreSQL unavailable: {error}")
-    yield server
-    stop_postgres_server(server)
 
 
 def fresh_postgres_url(server: PostgresServer | str) -> str:

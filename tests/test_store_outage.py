@@ -34,15 +34,13 @@ from adapters.persistence import open_dreaming
 from adapters.postgres_server import (
     HOST,
     PostgresServer,
-    PostgresUnavailableError,
-    start_postgres_server,
     stop_postgres_server,
 )
 from adapters.settings import Settings
 from adapters.workers import WorkerPool, when_store_answers
 from application.execution import DreamExecutor
 from application.write_model import StoreUnavailableError
-from tests.conftest import REQUIRE_POSTGRES
+from tests.conftest import start_postgres_or_skip
 from tests.serve_support import (
     DreamServe,
     Ledger,
@@ -87,12 +85,7 @@ def own_postgres(tmp_path: Path) -> Iterator[PostgresServer]:
     log is kept beside the test's other logs."""
     if os.environ.get("DREAM_TEST_DATABASE_URL"):
         pytest.skip("an external PostgreSQL server cannot be stopped by the test")
-    try:
-        server = start_postgres_server()
-    except PostgresUnavailableError as error:
-        if REQUIRE_POSTGRES:
-            pytest.fail(f"PostgreSQL is required but could not start: {error}")
-        pytest.skip(f"PostgreSQL unavailable: {error}")
+    server = start_postgres_or_skip()
     yield server
     with contextlib.suppress(OSError):
         shutil.copy(server.log_file, tmp_path / "postgres.log")
