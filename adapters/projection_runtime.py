@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import logging
 import random
+from bisect import bisect_right
 from collections.abc import Callable
 from contextlib import closing, suppress
 from dataclasses import dataclass
-from threading import Condition, Event, Thread
+from threading import Condition, Event, Lock, Thread
 from time import monotonic, sleep
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -48,6 +49,8 @@ from projections.base import (
 Progress = Callable[[str, int, int], None]  # projection, position reached, target
 P = ParamSpec("P")
 R = TypeVar("R")
+Decoded = tuple[Any, Tracking]  # a domain event and its position
+Fetch = Callable[[int, int, int], list[Decoded]]  # after, up to (inclusive), at most
 
 DEFAULT_WAIT_SECONDS = 5.0
 BATCH_EVENTS = 1_000
@@ -55,6 +58,7 @@ POLL_SECONDS = 0.05  # how stale a view may get without a wake-up (writes of oth
 NOTIFY_POLL_SECONDS = 0.5  # on PostgreSQL, NOTIFY wakes the runner; the poll is a safety net
 COALESCE_SECONDS = 0.02  # the delay before applying what no reader waits for yet
 FRESH_WAIT_SECONDS = 0.2
+FEED_KEEP_EVENTS = 5_000  # decoded events a SharedFeed holds for the views behind the first
 SCHEMA_ATTEMPTS = 5
 SCHEMA_RETRY_SECONDS = 0.05
 FIRST_RETRY_SECONDS = 0.05  # then doubling to adapters.backoff's cap (2 s)
@@ -104,13 +108,71 @@ def open_view(spec: ProjectionSpec[TView], settings: Settings) -> TView:
     raise AssertionError  # unreachable: the last attempt returns or raises
 
 
+def store_fetch(app: Application[Any]) -> Fetch:
+    """Read and decode notifications straight from the application's store."""
+
+    def fetch(after: int, stop: int, limit: int) -> list[Decoded]:
+        notifications = app.recorder.select_notifications(start=after + 1, limit=limit,
+                                                          stop=stop)
+        return [(app.mapper.to_domain_event(n), Tracking(app.name, n.id))
+                for n in notifications]
+
+    return fetch
+
+
+class SharedFeed:
+    """Notifications read and decoded once for every view of a process: the first runner to
+    ask fetches them, the others (usually a moment behind) take them from here. A runner far
+    behind what is held reads the store itself, so it never evicts what the others need."""
+
+    def __init__(self, settings: Settings, keep: int = FEED_KEEP_EVENTS) -> None:
+        self.app: Application[Any] = open_write_model(settings)
+        self._fetch = store_fetch(self.app)
+        self._keep = keep
+        self._lock = Lock()
+        self._ids: list[int] = []
+        self._events: list[Decoded] = []
+        self._low = self._high = -1  # every notification in (low, high] is held
+
+    def __call__(self, after: int, stop: int, limit: int) -> list[Decoded]:
+        with self._lock:
+            if after < self._low:
+                return self._fetch(after, stop, limit)
+            if after > self._high:
+                self._ids, self._events, self._low, self._high = [], [], after, after
+            if stop > self._high:
+                self._extend(stop)
+            first = bisect_right(self._ids, after)
+            last = bisect_right(self._ids, stop, lo=first)
+            answer = self._events[first:min(last, first + limit)]
+            self._trim()  # after answering: what this caller asked for may be among the oldest
+            return answer
+
+    def _extend(self, stop: int) -> None:
+        fetched = self._fetch(self._high, stop, BATCH_EVENTS)
+        self._ids += [tracking.notification_id for _, tracking in fetched]
+        self._events += fetched
+        self._high = stop if len(fetched) < BATCH_EVENTS else self._ids[-1]
+
+    def _trim(self) -> None:
+        if len(self._ids) > self._keep:
+            dropped = len(self._ids) - self._keep
+            self._low = self._ids[dropped - 1]
+            del self._ids[:dropped], self._events[:dropped]
+
+    def close(self) -> None:
+        self.app.close()
+
+
 class RunningProjection(Generic[TView]):
     """A projection following its application on a background thread; a context manager."""
 
-    def __init__(self, spec: ProjectionSpec[TView], settings: Settings) -> None:
+    def __init__(self, spec: ProjectionSpec[TView], settings: Settings,
+                 feed: Fetch | None = None) -> None:
         self.spec = spec
         self.app: Application[Any] = spec.application(env=projection_env(settings, spec.name))
         self.app_name: str = self.app.name
+        self._fetch = feed or store_fetch(self.app)
         self.view: TView = open_view(spec, settings)
         self._projection = spec.runnable(view=self.view)
         self._position = self.view.max_tracking_id(self.app_name) or 0
@@ -238,7 +300,7 @@ class RunningProjection(Generic[TView]):
         if head > self._position:
             apply_events(self.app, self._projection, self.view, head,
                          progress=lambda _, position, __: self._advance(position),
-                         start=self._position)
+                         start=self._position, fetch=self._fetch)
 
     def _advance(self, position: int) -> None:
         with self._changed:
@@ -316,9 +378,11 @@ class RunningProjection(Generic[TView]):
         self.stop()
 
 
-def start_projection(spec: ProjectionSpec[TView], settings: Settings) -> RunningProjection[TView]:
-    """Start following the write model from the view's tracking position."""
-    return RunningProjection(spec, settings)
+def start_projection(spec: ProjectionSpec[TView], settings: Settings,
+                     feed: Fetch | None = None) -> RunningProjection[TView]:
+    """Start following the write model from the view's tracking position (through ``feed``,
+    a :class:`SharedFeed` of the process, when given)."""
+    return RunningProjection(spec, settings, feed)
 
 
 def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
@@ -337,30 +401,29 @@ def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
 
 def apply_events(app: Application[Any], projection: Projection[Any], view: ProjectionView,
                  target: int, progress: Progress | None = None, *,
-                 start: int | None = None) -> int:
+                 start: int | None = None, fetch: Fetch | None = None) -> int:
     """Apply the events after ``start`` (default: the view's position) up to ``target``, a
     batch per transaction; the number of events applied. A batch in which an event fails is
     redone with a savepoint per event, so a dead letter is recorded exactly as it is live.
-    ``progress`` hears of each committed batch."""
+    ``progress`` hears of each committed batch; ``fetch`` supplies the events (default: read
+    from ``app``'s store)."""
+    fetch = fetch or store_fetch(app)
     applied = 0
     position = (view.max_tracking_id(app.name) or 0) if start is None else start
     if progress is not None:
         progress(projection.name, position, target)
     while position < target:
-        notifications = app.recorder.select_notifications(
-            start=position + 1, limit=BATCH_EVENTS, stop=target)
-        if not notifications:
+        events = fetch(position, target, BATCH_EVENTS)
+        if not events:
             break
-        events = [(app.mapper.to_domain_event(n), Tracking(app.name, n.id))
-                  for n in notifications]
         try:
             with view.batch():
                 _apply(projection, events)
         except BatchAbortedError:  # rolled back: redo it an event per savepoint
             with view.batch(careful=True):
                 _apply(projection, events)
-        position = notifications[-1].id
-        applied += len(notifications)
+        position = events[-1][1].notification_id
+        applied += len(events)
         if progress is not None:
             progress(projection.name, position, target)
     return applied

@@ -16,7 +16,7 @@ from adapters.http.limits import MAX_BODY_BYTES, BodyLimit
 from adapters.http.review_page import review_page_router
 from adapters.http.routes import ops, router
 from adapters.http.token_routes import tokens_router
-from adapters.projection_runtime import start_projection
+from adapters.projection_runtime import SharedFeed, start_projection
 from adapters.settings import Settings
 from adapters.workers import worker_pool
 from application.dreaming import Dreaming
@@ -60,10 +60,12 @@ def create_app(dreaming: Dreaming, settings: Settings,
     @asynccontextmanager
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
         with ExitStack() as stack:  # stops in reverse: the workers, then the read models
+            feed = SharedFeed(settings)  # every view reads and decodes each event once
+            stack.callback(_stop_quietly, "the shared event feed", feed.close)
             api.state.read_models = {}
             stack.callback(_stop_all_quietly, api.state.read_models)  # the ones started
             for spec in READ_MODELS:
-                api.state.read_models[spec.name] = start_projection(spec, settings)
+                api.state.read_models[spec.name] = start_projection(spec, settings, feed)
             api.state.workers = None
             if settings.workers:
                 runs = api.state.read_models[RUNS.name]
