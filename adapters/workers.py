@@ -27,7 +27,7 @@ from adapters.generators.factory import GeneratorRegistry, generator_from
 from adapters.settings import Settings
 from application.dreaming import Dreaming
 from application.execution import Attempt, DreamExecutor
-from application.write_model import STORE_ERRORS
+from application.write_model import OUTAGE_ERRORS
 from projections.runs import RunSummary
 
 log = logging.getLogger("dream.workers")
@@ -46,7 +46,7 @@ def when_store_answers(opener: Callable[[], T], stop: threading.Event) -> T | No
     while True:
         try:
             return opener()
-        except STORE_ERRORS as error:
+        except OUTAGE_ERRORS as error:
             if not backoff.failing:
                 log.warning("the store is unavailable (%s); waiting for it", error)
         if stop.wait(backoff.next()):
@@ -130,7 +130,7 @@ class WorkerPool:
             pause = self.poll_seconds
             try:
                 self._offer_work()
-            except STORE_ERRORS as error:
+            except OUTAGE_ERRORS as error:
                 if not backoff.failing:  # once per outage, not once per retry
                     log.warning("the store is unavailable (%s); the dispatcher retries with "
                                 "backoff", type(error).__name__)
@@ -173,7 +173,7 @@ class WorkerPool:
                     self._refused[run_id] = time.monotonic()
             else:
                 self._execute(attempt)
-        except STORE_ERRORS as error:
+        except OUTAGE_ERRORS as error:
             # Whether the claim landed is unknown; if it did, the run is recovered after its
             # lease, otherwise it is still queued and offered again.
             log.warning("run %s could not be claimed: the store is unavailable (%s)", run_id,
@@ -194,7 +194,7 @@ class WorkerPool:
         while current is not None:
             try:
                 self.executor.execute(current)
-            except STORE_ERRORS as error:
+            except OUTAGE_ERRORS as error:
                 log.warning("run %s: the store is unavailable (%s); attempt %s resumes when it "
                             "answers", attempt.run.run_id, type(error).__name__, attempt.number)
                 current = self._resume(current, backoff)
@@ -208,6 +208,6 @@ class WorkerPool:
         while not self._stopping.wait(backoff.next()):
             try:
                 return self.executor.resume(attempt)
-            except STORE_ERRORS:
+            except OUTAGE_ERRORS:
                 continue
         return None

@@ -30,7 +30,7 @@ from application.generation import (
     GeneratorLookup,
     TransientGenerationError,
 )
-from application.write_model import STORE_ERRORS
+from application.write_model import OUTAGE_ERRORS
 from domain.candidate import APPROVED, PENDING, Candidate
 from domain.dream_plan import DreamPlan, parse_plan
 from domain.dream_queue import DreamQueue
@@ -184,7 +184,7 @@ class DreamExecutor:
             self._fail(attempt, "generation_failed", str(error))
         except DomainError as error:
             self._fail(attempt, _RECORDED_AS.get(error.code, error.code), error.message)
-        except STORE_ERRORS:
+        except OUTAGE_ERRORS:
             # Not the run's failure: the attempt stays as stored (running, leased) and the
             # caller resumes it once the store answers again (see ``resume``).
             raise

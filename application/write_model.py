@@ -47,7 +47,8 @@ class StoreUnavailableError(OperationalError):
 
 # What the store library raises when the store cannot be reached or locked, as opposed to
 # bugs (ProgrammingError) and bad data (DataError). StoreUnavailableError is one of them.
-STORE_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+# (projections.base.STORE_ERRORS is wider: every error from a view's database.)
+OUTAGE_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
 
 
 @contextmanager
@@ -57,7 +58,7 @@ def store_call() -> Iterator[None]:
         yield
     except StoreUnavailableError:
         raise
-    except STORE_ERRORS as error:
+    except OUTAGE_ERRORS as error:
         raise StoreUnavailableError(str(error)) from error
 
 
@@ -168,4 +169,5 @@ class WriteModel(Application[UUID]):
         """The event position of ``aggregate``'s last event, as loaded (a reader waits for it
         in a read model to see this state or later)."""
         recorder = cast(ReadSetRecorder, self.recorder)
-        return recorder.position_of(aggregate.id, aggregate.version)
+        with store_call():
+            return recorder.position_of(aggregate.id, aggregate.version)

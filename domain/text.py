@@ -142,3 +142,9 @@ def _is_plain_scalar(value: object) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     return value is None or isinstance(value, bool | int)
+
+
+def has_control_characters(text: str) -> bool:
+    """Whether ``text`` holds a C0 control character or DEL: nothing this service issues or
+    stores does, and PostgreSQL text cannot even hold NUL."""
+    return _CONTROL.search(text) is not None

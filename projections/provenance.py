@@ -23,7 +23,6 @@ command's position.
 
 from __future__ import annotations
 
-import re
 from abc import ABC
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from domain.artifact import Artifact
 from domain.candidate import Candidate
 from domain.errors import DomainError, InvalidRequestError
 from domain.refs import MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef
+from domain.text import has_control_characters
 from projections.base import (
     PostgresProjectionView,
     ProjectionSpec,
@@ -58,7 +58,6 @@ CANDIDATE = "candidate"
 DEFAULT_MAX_DEPTH = 50
 MAX_DEPTH = 1000
 MAX_KEY_CHARS = 1024
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 # (column, type, constraint). Types are the dialect's: key (byte-ordered text), int.
 EDGE_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -195,7 +194,8 @@ def check_node_kind(kind: object) -> str:
 def check_node_key(key: object) -> str:
     """A key to look up: text without control characters (no node has one, and PostgreSQL
     text cannot even hold NUL)."""
-    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_CHARS or _CONTROL.search(key):
+    if (not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_CHARS
+            or has_control_characters(key)):
         raise InvalidRequestError(
             f"key must be 1-{MAX_KEY_CHARS} characters without control characters",
             field="key", limit_chars=MAX_KEY_CHARS)

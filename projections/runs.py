@@ -30,6 +30,7 @@ from eventsourcing.projection import Projection
 from domain.dream_run import FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL, DreamRun
 from domain.errors import InvalidCursorError, InvalidRequestError
 from domain.identity import canonical_json
+from domain.text import has_control_characters
 from projections.base import (
     PostgresProjectionView,
     ProjectionSpec,
@@ -46,7 +47,6 @@ _CURSOR_MAX_BYTES = len(str(MAX_STAMP)) + 1 + RUN_ID_MAX * 4  # UTF-8: up to 4 b
 _CURSOR_MAX_CHARS = 4 * -(-_CURSOR_MAX_BYTES // 3)
 _CURSOR_CHARS = re.compile(r"[A-Za-z0-9_-]+")
 _STAMP = re.compile(r"[0-9]{1,19}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 
@@ -159,7 +159,7 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
         raise _bad_cursor("the cursor's timestamp is not a non-negative 64-bit integer")
     if not 1 <= len(run_id) <= RUN_ID_MAX:
         raise _bad_cursor(f"the cursor's run id must be 1-{RUN_ID_MAX} characters")
-    if _CONTROL.search(run_id):  # never issued; PostgreSQL text cannot even hold NUL
+    if has_control_characters(run_id):
         raise _bad_cursor("the cursor's run id has control characters")
     return int(stamp), run_id
 

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from adapters.projection_runtime import ProjectionStoppedError, ProjectionUnavailableError
-from application.write_model import STORE_ERRORS
+from application.write_model import OUTAGE_ERRORS
 from domain.errors import DomainError
 
 log = logging.getLogger("dream.http")
@@ -44,7 +44,7 @@ UNPROCESSABLE = 422
 STORE_RETRY_AFTER = "1"
 # The store library's outage errors (StoreUnavailableError is one), and the driver's own for
 # code that talks to a connection directly (a pool timeout is an OperationalError).
-STORE_OUTAGES = (*STORE_ERRORS, psycopg.OperationalError, psycopg.InterfaceError)
+STORE_OUTAGES = (*OUTAGE_ERRORS, psycopg.OperationalError, psycopg.InterfaceError)
 _ERROR_HEADERS = {"unauthorized": {"WWW-Authenticate": "Bearer"},
                   "token_expired": {"WWW-Authenticate": 'Bearer error="invalid_token"'},
                   "capacity_exceeded": {"Retry-After": "1"}}
