@@ -204,6 +204,17 @@ def healthy(client: httpx.Client) -> bool:
     return answer.status_code == 200 and answer.json()["status"] == "ok"
 
 
+def degraded_health(client: httpx.Client) -> dict[str, Any] | None:
+    """``/healthz``'s body once it answers 503 ``degraded`` within the store timeout."""
+    started = time.monotonic()
+    answer = client.get("/healthz")
+    assert time.monotonic() - started <= STORE_TIMEOUT + SLACK
+    if answer.status_code != 503:
+        return None
+    body: dict[str, Any] = answer.json()
+    return body if body["status"] == "degraded" else None
+
+
 def run_status(client: httpx.Client, scope: str, run_id: str) -> str | None:
     answer = client.get(f"/v1/scopes/{scope}/dream/{run_id}")
     return answer.json()["status"] if answer.status_code == 200 else None
@@ -230,11 +241,17 @@ def test_a_postgres_outage_under_load_fails_fast_loses_nothing_and_heals(
                 outage_began = time.monotonic()
                 stop_immediately(own_postgres)
                 read_during = outage_read(client, load.ledger)
+                degraded = poll(lambda: degraded_health(client), OUTAGE_SECONDS / 2,
+                                "/healthz degraded with its reasons")
                 time.sleep(OUTAGE_SECONDS)
                 start_again(own_postgres)
                 outage_ended = time.monotonic()
                 time.sleep(2)
             check_the_writes(load.calls, outage_began, outage_ended)
+            # /healthz said why, at once: the store, and the views retrying it.
+            assert degraded["status"] == "degraded"
+            assert any(reason.startswith("store:") for reason in degraded["reasons"])
+            assert degraded["position"] is None
             # A read of an aggregate during the outage is a 503 too, never a 500.
             assert (read_during.status_code, read_during.headers.get("retry-after")) == (503, "1")
             assert read_during.json()["error"]["code"] == "store_unavailable"

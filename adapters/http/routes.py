@@ -613,10 +613,12 @@ def _projection_health(projection: Any, head: int | None,
     if not status.healthy:
         reasons.append(f"{projection.name}: {status.reason} "
                        f"(retrying for {status.failing_for:.1f} s)")
-    try:
-        dead_letters: int | None = projection.view.dead_letter_count()
-    except Exception:  # the store is down; the runner's status already says so
-        dead_letters = None
+    dead_letters: int | None = None  # unknown while the store cannot be reached: not asked,
+    if head is not None:             # so /healthz answers at once instead of timing out 5x
+        try:
+            dead_letters = projection.view.dead_letter_count()
+        except Exception:  # the view's store is down; the runner's status already says so
+            dead_letters = None
     return ProjectionHealth(position=position,
                             lag=None if head is None else max(0, head - position),
                             dead_letters=dead_letters, following=status.healthy,
