@@ -1,1 +1,1 @@
-"""Everything that touches the outside: stores, settings, CLI, HTTP, generators."""
+"""Everything that touches the outside: stores, settings, CLI, HTTP, client, generators, workers."""

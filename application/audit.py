@@ -18,8 +18,11 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, AggregateEvent
 
-from application.access import ACTED_BY
+from application.access import ScopeGate
+from application.dream_runs import DreamRuns
+from application.records import Records
 from application.review import REVIEW_PROVENANCE, Reviews
+from application.store import ACTED_BY
 from domain.access import ADMINISTER, READ, Resource
 from domain.artifact import ACTIVE, Artifact
 from domain.candidate import Candidate
@@ -27,14 +30,15 @@ from domain.errors import (
     AuditNotFoundError,
     InvalidRequestError,
 )
-from domain.evidence import EvidenceManifest
-from domain.identity import (
+from domain.evidence.manifest import EvidenceManifest
+from domain.ids import (
     artifact_aggregate_id,
     candidate_aggregate_id,
     dream_run_aggregate_id,
     scope_aggregate_id,
     source_aggregate_id,
 )
+from domain.policy import Caller
 from domain.refs import MEMORY, ArtifactRef, MemoryCitation, SourceRef, check_family
 from domain.source import Source
 
@@ -115,55 +119,60 @@ def replay(events: Sequence[AggregateEvent]) -> Aggregate | None:
     return result
 
 
-class Audit(Reviews):
+class Audit:
+    """What was recorded, as it was: histories, states as of a version, provenance traces."""
+
+    def __init__(self, gate: ScopeGate, records: Records, runs: DreamRuns,
+                 reviews: Reviews) -> None:
+        self.gate = gate
+        self.store = gate.store
+        self.records = records
+        self.runs = runs
+        self.reviews = reviews
+
     # -- history and time travel ---------------------------------------------------------------
 
-    def audit_history(self, scope_id: str, kind: str, key: str) -> list[AuditEvent]:
-        aggregate_id = self._audited(scope_id, kind, key)
-        events = self.history(aggregate_id)
+    def audit_history(self, caller: Caller, scope_id: str, kind: str, key: str) -> list[AuditEvent]:
+        aggregate_id = self._audited(caller, scope_id, kind, key)
+        events = self.store.history(aggregate_id)
         if not events:
             raise self._not_found(kind, key)
         return [AuditEvent.of(domain_event) for domain_event in events]
 
-    def audit_state(self, scope_id: str, kind: str, key: str, version: int) -> AuditedState:
+    def audit_state(self, caller: Caller, scope_id: str, kind: str, key: str,
+                    version: int) -> AuditedState:
         """The aggregate as it was right after its event number ``version``."""
-        aggregate_id = self._audited(scope_id, kind, key)
-        current = self.find(aggregate_id)
+        aggregate_id = self._audited(caller, scope_id, kind, key)
+        current = self.store.find(aggregate_id)
         if current is None:
             raise self._not_found(kind, key)
         if type(version) is not int or not 1 <= version <= current.version:
             raise InvalidRequestError(
                 f"as_of_version must be an integer in [1, {current.version}]",
                 field="as_of_version", current_version=current.version)
-        aggregate: Aggregate = self.repository.get(aggregate_id, version=version)
+        aggregate: Aggregate = self.store.repository.get(aggregate_id, version=version)
         return AuditedState(kind, key, version, current.version, state_of(aggregate))
 
-    def _audited(self, scope_id: str, kind: str, key: str) -> UUID:
+    def _audited(self, caller: Caller, scope_id: str, kind: str, key: str) -> UUID:
         """The aggregate's id, once the caller may read it like the aggregate itself."""
         parse = _KEYS.get(kind)
         if parse is None:
             raise InvalidRequestError(f"aggregate must be one of {', '.join(AUDITABLE)}",
                                       field="aggregate", value=kind)
         aggregate_id, action, resource = parse(scope_id, key)
-        self.scope_for(scope_id, action, resource)
+        self.gate.scope_for(caller, scope_id, action, resource)
         return aggregate_id
 
     @staticmethod
     def _not_found(kind: str, key: str) -> AuditNotFoundError:
         return AuditNotFoundError(f"no {kind} {key!r} in this scope", aggregate=kind, key=key)
 
-    # -- impact ------------------------------------------------------------------------------
-
-    def check_readable(self, scope_id: str, resource: Resource | None) -> None:
-        """Refuse unless the caller may read ``resource`` (or the scope, for ``None``) now."""
-        self.scope_for(scope_id, READ, resource)
-
     # -- trace ---------------------------------------------------------------------------------
 
-    def trace(self, scope_id: str, ref: ArtifactRef) -> dict[str, Any]:
+    def trace(self, caller: Caller, scope_id: str, ref: ArtifactRef) -> dict[str, Any]:
         """revision -> Candidate version (approval) -> Dream run -> frozen manifest -> exact
         Memory entry versions and Sources, each with its content hash and its status now."""
-        revision = self.read_revision(scope_id, ref)
+        revision = self.records.read_revision(caller, scope_id, ref)
         trace: dict[str, Any] = {
             "revision": {"ref": ref.to_dict(), "content": revision.content,
                          "lineage": revision.lineage.to_dict(),
@@ -174,12 +183,12 @@ class Audit(Reviews):
         }
         if revision.provenance.get("kind") != REVIEW_PROVENANCE:
             return trace
-        candidate = self._candidate(self._load_scope(scope_id),
+        candidate = self.reviews.candidate_in(self.gate.load(scope_id),
                                     revision.provenance["candidate_id"])
         trace["candidate"] = self._candidate_trace(candidate,
                                                    revision.provenance["candidate_version"])
         if candidate.run_id is not None:
-            run = self.get_dream(scope_id, candidate.run_id)
+            run = self.runs.get_dream(caller, scope_id, candidate.run_id)
             trace["run"] = {
                 "run_id": run.run_id, "operation": run.operation, "requester": run.requester,
                 "model_config_id": run.model_config_id, "prompt_version": run.prompt_version,
@@ -191,11 +200,11 @@ class Audit(Reviews):
                 "manifest_digest": run.manifest_digest}
             if run.manifest is not None:
                 trace["manifest"] = self._manifest_trace(
-                    scope_id, EvidenceManifest.from_dict(run.manifest))
+                    scope_id, run.manifest)
         return trace
 
     def _candidate_trace(self, candidate: Candidate, version: int) -> dict[str, Any]:
-        approval = next((e for e in self.history(candidate.id)
+        approval = next((e for e in self.store.history(candidate.id)
                          if isinstance(e, Candidate.Approved)), None)
         return {"candidate_id": candidate.candidate_id, "version": version,
                 "family": candidate.family, "proposer": candidate.proposer,
@@ -219,7 +228,7 @@ class Audit(Reviews):
                 "sources": [self._source_now(scope_id, s) for s in sources]}
 
     def _entry_now(self, scope_id: str, citation: MemoryCitation) -> dict[str, Any]:
-        memory: Artifact | None = self.find(
+        memory: Artifact | None = self.store.find(
             artifact_aggregate_id(scope_id, MEMORY, citation.memory_ref.artifact_id))
         row: dict[str, Any] = {**citation.to_dict(), "content_hash": None, "status_now": None,
                                "current_version_now": None}
@@ -233,7 +242,7 @@ class Audit(Reviews):
                 "active_now": head is not None and head.status == ACTIVE}
 
     def _source_now(self, scope_id: str, ref: SourceRef) -> dict[str, Any]:
-        source: Source | None = self.find(
+        source: Source | None = self.store.find(
             source_aggregate_id(scope_id, ref.source_type, ref.source_id))
         if source is None:
             return {**ref.to_dict(), "content_hash": None, "available_now": False}

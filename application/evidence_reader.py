@@ -1,31 +1,32 @@
-"""The evidence read port, served from the event store on behalf of the current caller."""
+"""The evidence read port, served from the event store on behalf of one caller."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
-
 from domain.access import READ, Resource
 from domain.artifact import Artifact
-from domain.errors import AccessRevokedError
-from domain.identity import artifact_aggregate_id, source_aggregate_id
-from domain.refs import SourceRef
+from domain.errors import AccessRevokedError, ArtifactConflictError
+from domain.ids import artifact_aggregate_id, source_aggregate_id
+from domain.refs import ArtifactRef, SourceRef
 from domain.source import Source
 
 if TYPE_CHECKING:
     from eventsourcing.domain import Aggregate
 
-    from application.access import Access, Caller
+    from application.store import EventStore
+    from domain.policy import AccessPolicy, Caller
     from domain.scope import Scope
 
 
 class StoreEvidenceReader:
     """Loads each aggregate once per resolution and remembers what it read (the read set)."""
 
-    def __init__(self, app: Access, scope: Scope, caller: Caller) -> None:
-        self.app = app
+    def __init__(self, store: EventStore, policy: AccessPolicy, scope: Scope,
+                 caller: Caller) -> None:
+        self.store = store
+        self.policy = policy
         self.scope = scope
         self.caller = caller
         self._loaded: dict[UUID, Aggregate | None] = {}
@@ -45,16 +46,21 @@ class StoreEvidenceReader:
 
     def check_read(self, resource: Resource) -> None:
         """Re-checked on every visit with the requester's current rights."""
-        if self.caller.admin or not self.app.enforce_access:
-            return
-        if not self.scope.permits(self.caller.name, READ, resource):
+        if not self.policy.permits(self.caller, self.scope, READ, resource):
             raise AccessRevokedError("the requester may not read this evidence now",
                                      resource=resource.to_dict())
 
+    def check_target_head(self, target: ArtifactRef | None) -> None:
+        """A replacement names the head revision of its target, else ``artifact_conflict``."""
+        if target is None:
+            return
+        artifact = self.artifact(target.family, target.artifact_id)
+        if artifact is not None and artifact.head_ref != target:
+            raise ArtifactConflictError(
+                "the target is no longer the head revision", field="target",
+                expected=target.to_dict(), current=artifact.head_ref.to_dict())
+
     def _load(self, aggregate_id: UUID) -> Aggregate | None:
         if aggregate_id not in self._loaded:
-            try:
-                self._loaded[aggregate_id] = self.app.repository.get(aggregate_id)
-            except AggregateNotFoundError:
-                self._loaded[aggregate_id] = None
+            self._loaded[aggregate_id] = self.store.find(aggregate_id)
         return self._loaded[aggregate_id]

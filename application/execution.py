@@ -12,15 +12,13 @@ the call is bounded by the model timeout and the run's deadline alone.
 from __future__ import annotations
 
 import logging
-import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 
-from application.dreaming import Dreaming
+from application.dream_runs import DreamRuns
 from application.generation import (
     GenerationFailedError,
     GenerationInput,
@@ -30,22 +28,32 @@ from application.generation import (
     GeneratorLookup,
     TransientGenerationError,
 )
-from application.write_model import OUTAGE_ERRORS
+from application.ports import Clock
+from application.retry import (
+    RUN_WRITE_PAUSE_CAP_SECONDS,
+    RUN_WRITE_TRIES,
+    retry_conflicts,
+)
+from application.store import OUTAGE_ERRORS, EventStore
+from domain import run_lifecycle
 from domain.candidate import APPROVED, PENDING, Candidate
 from domain.dream_plan import DreamPlan, parse_plan
 from domain.dream_queue import DreamQueue
 from domain.dream_request import DERIVE_SKILL
-from domain.dream_run import NEEDS_EVIDENCE, NO_CHANGE, PROPOSED, DreamRun
+from domain.dream_run import NEEDS_EVIDENCE, NO_CHANGE, RUNNING, DreamRun
 from domain.errors import (
     AttemptConflictError,
     BudgetExceededError,
     DomainError,
     InvalidGenerationOutputError,
+    RunNotPendingError,
     RunTerminalError,
     ScopeBusyError,
     WriteConflictError,
 )
-from domain.evidence import NeedsEvidence, Resolution, evidence_id, select_evidence
+from domain.evidence.resolution import Resolution
+from domain.evidence.selection import NeedsEvidence, select_evidence
+from domain.ids import dream_candidate_id, evidence_id
 from domain.proposal_record import ProposalRecord, proposal_fingerprint
 from domain.refs import EXPERIENCE, SKILL, ArtifactRef, Lineage
 
@@ -59,14 +67,8 @@ _RECORDED_AS = {"reference_not_found": "evidence_unavailable",
                 "invalid_candidate": "invalid_generation_output"}
 # A live attempt renews its lease this many times per lease, so one lost beat costs nothing.
 HEARTBEATS_PER_LEASE = 3
-# How often a finishing write is retried when only the scope's queue moved under it.
-FINISH_TRIES = 40
+# A claim that lost a race looks again a few times; past that another worker has the run.
 CLAIM_TRIES = 3
-
-
-def _pause_after_conflict() -> None:
-    """A short random pause, so writers that collided on a busy scope queue spread out."""
-    time.sleep(random.uniform(0, 0.01))
 
 
 @dataclass(frozen=True)
@@ -80,14 +82,6 @@ class Attempt:
     def deadline(self) -> datetime:
         assert self.run.deadline_at is not None
         return self.run.deadline_at
-
-
-class CandidateId:
-    """Dream Candidates have a deterministic id, so a run has at most one."""
-
-    @staticmethod
-    def of(run_id: str) -> str:
-        return f"cand_dream_{run_id}"
 
 
 class Heartbeat:
@@ -124,11 +118,15 @@ class Heartbeat:
 
 
 class DreamExecutor:
-    def __init__(self, app: Dreaming, generators: GeneratorLookup,
+    """Claims and executes attempts of Dream runs; holds no per-run state."""
+
+    def __init__(self, runs: DreamRuns, generators: GeneratorLookup,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS,
                  before_commit: Callable[[Attempt], None] | None = None,
                  heartbeat_seconds: float | None = None) -> None:
-        self.app = app
+        self.runs = runs
+        self.store: EventStore = runs.store
+        self.clock: Clock = runs.clock
         self.generators = generators
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = (lease_seconds / HEARTBEATS_PER_LEASE
@@ -140,29 +138,21 @@ class DreamExecutor:
 
     def claim(self, scope_id: str, run_id: str) -> Attempt | None:
         """Start the next attempt, or ``None`` when the run is not ours to take now."""
-        for _ in range(CLAIM_TRIES):
-            try:
-                return self._try_claim(scope_id, run_id)
-            except WriteConflictError:
-                continue  # another claim or admission in the scope moved the queue: look again
-            except (ScopeBusyError, AttemptConflictError):
-                return None
-        return None
+        try:
+            return retry_conflicts(lambda: self._try_claim(scope_id, run_id), CLAIM_TRIES,
+                                   RUN_WRITE_PAUSE_CAP_SECONDS)
+        except (WriteConflictError, ScopeBusyError, AttemptConflictError, RunNotPendingError):
+            return None  # another claim or admission keeps moving the queue, or it is taken
 
     def _try_claim(self, scope_id: str, run_id: str) -> Attempt | None:
-        app = self.app
-        run = app.existing_run(scope_id, run_id)
-        now = app.clock()
+        run = self.runs.existing_run(scope_id, run_id)
+        now = self.clock()
         if run is None or run.terminal or not run.claimable(now):
             return None
-        queue = app.queue_of(scope_id)
-        started = run.start_attempt(now, self.generators.current.config_id, self.lease_seconds)
-        if started:
-            assert run.lease_expires_at is not None
-            queue.start(run_id, now, run.lease_expires_at)
-        else:
-            queue.finish(run_id)  # out of attempts or time: failed budget_exceeded
-        app.commit(run, queue)
+        queue = self.runs.queue_of(scope_id)
+        started = run_lifecycle.claim(run, queue, now, self.generators.current.config_id,
+                                      self.lease_seconds)
+        self.store.commit(run, queue)
         return Attempt(run, run.attempt) if started else None
 
     # -- executing -----------------------------------------------------------------------------
@@ -191,16 +181,16 @@ class DreamExecutor:
         except Exception as error:
             log.exception("run %s failed unexpectedly", attempt.run.run_id)
             self._fail(attempt, "generation_failed", type(error).__name__)
-        return self.app.existing_run(attempt.run.scope_id, attempt.run.run_id)
+        return self.runs.existing_run(attempt.run.scope_id, attempt.run.run_id)
 
     def _attempt(self, attempt: Attempt) -> None:
         run, number = attempt.run, attempt.number
         generator = self._pinned_generator(run)
-        resolution = self.app.resolve_run_evidence(run, number)
+        resolution = self.runs.resolve_run_evidence(run, number)
         if self._reuse_earlier_proposal(attempt):
             return
         run.count_model_call(number)  # counted before the call: an unconfirmed call counts
-        self.app.commit(run)
+        self.store.commit(run)
         with self._heartbeat(attempt) as heartbeat:
             result = generator.generate(self._input(attempt, resolution))
         if heartbeat.lost:
@@ -209,16 +199,23 @@ class DreamExecutor:
         attempt = self._still_current(attempt)  # the heartbeat moved the stored run on
         self._record_usage(attempt, result)
         plan = parse_plan(result.plan, operation=run.operation,
-                          has_target=run.request.get("target") is not None)
-        for _ in range(FINISH_TRIES - 1):
-            try:
-                self._finish(attempt, plan, resolution)
-                return
-            except WriteConflictError:
-                # Usually the scope's queue moved (another admission or run): still ours?
-                _pause_after_conflict()
+                          has_target=run.request.target is not None)
+        # A conflict here usually means the scope's queue moved (another admission or run):
+        # look again whether the attempt is still ours, and finish on the fresh run.
+        self._retrying_on_fresh_run(attempt, lambda fresh: self._finish(fresh, plan, resolution))
+
+    def _retrying_on_fresh_run(self, attempt: Attempt,
+                               write: Callable[[Attempt], None]) -> None:
+        first = True
+
+        def once() -> None:
+            nonlocal first, attempt
+            if not first:
                 attempt = self._still_current(attempt)
-        self._finish(attempt, plan, resolution)
+            first = False
+            write(attempt)
+
+        retry_conflicts(once, RUN_WRITE_TRIES, RUN_WRITE_PAUSE_CAP_SECONDS)
 
     def _still_current(self, attempt: Attempt) -> Attempt:
         """A fresh copy of this attempt, or ``attempt_conflict`` when it was superseded."""
@@ -238,25 +235,25 @@ class DreamExecutor:
         ``False`` once the run refuses (a newer attempt owns it, or it ended): the lost
         attempt stops renewing and never records its outcome.
         """
-        for _ in range(FINISH_TRIES):
-            run = self.app.existing_run(attempt.run.scope_id, attempt.run.run_id)
+        def renew() -> bool:
+            run = self.runs.existing_run(attempt.run.scope_id, attempt.run.run_id)
             if run is None:
                 return False
+            queue = self.runs.queue_of(run.scope_id)
             try:
-                run.renew_lease(attempt.number, self.app.clock(), self.lease_seconds)
+                run_lifecycle.renew(run, queue, attempt.number, self.clock(),
+                                    self.lease_seconds)
             except (AttemptConflictError, RunTerminalError):
                 log.warning("run %s: attempt %s lost its lease to attempt %s; its answer will "
                             "be discarded", run.run_id, attempt.number, run.attempt)
                 return False
-            assert run.lease_expires_at is not None
-            queue = self.app.queue_of(run.scope_id)
-            queue.renew(run.run_id, run.lease_expires_at)
-            try:
-                self.app.commit(run, queue)
-                return True
-            except WriteConflictError:
-                _pause_after_conflict()  # usually an admission moved the queue: look again
-        return True  # still ours as far as we know; the next beat tries again
+            self.store.commit(run, queue)
+            return True
+
+        try:
+            return retry_conflicts(renew, RUN_WRITE_TRIES, RUN_WRITE_PAUSE_CAP_SECONDS)
+        except WriteConflictError:
+            return True  # still ours as far as we know; the next beat tries again
 
     def _pinned_generator(self, run: DreamRun) -> Generator:
         """A run keeps the model configuration it started on while it is registered."""
@@ -265,91 +262,88 @@ class DreamExecutor:
 
     def _input(self, attempt: Attempt, resolution: Resolution) -> GenerationInput:
         run = attempt.run
-        remaining = (attempt.deadline - self.app.clock()).total_seconds()
+        remaining = (attempt.deadline - self.clock()).total_seconds()
         if remaining <= 0:
             raise BudgetExceededError("the run's deadline passed before the model call")
         # The heartbeat holds the lease, so only the deadline bounds the call here (the
         # generator applies its own configured timeout below this).
-        timeout = remaining
-        target = run.request.get("target")
+        target = run.request.target
         return GenerationInput(
             run_id=run.run_id, scope_id=run.scope_id, operation=run.operation,
-            target_evidence_id=None if target is None
-            else evidence_id(ArtifactRef.from_dict(target)),
+            target_evidence_id=None if target is None else evidence_id(target),
             projection=resolution.projection,
-            max_output_tokens=run.budget["max_output_tokens"], timeout_seconds=timeout)
+            max_output_tokens=run.budget["max_output_tokens"], timeout_seconds=remaining)
 
     def _record_usage(self, attempt: Attempt, result: GenerationResult) -> None:
         run, usage = attempt.run, result.usage
         run.record_usage(attempt.number, usage.requests, usage.input_tokens, usage.output_tokens)
-        self.app.commit(run)
+        self.store.commit(run)
         over_tokens = (usage.output_tokens or 0) > run.budget["max_output_tokens"]
         if usage.requests > 1 or over_tokens:
             raise BudgetExceededError("the provider exceeded the run's budget",
                                       requests=usage.requests,
                                       output_tokens=usage.output_tokens)
 
-    # -- outcomes ------------------------------------------------------------------------------
+    # -- outcomes: one short function each -----------------------------------------------------
 
     def _finish(self, attempt: Attempt, plan: DreamPlan, resolution: Resolution) -> None:
         if plan.outcome in (NO_CHANGE, NEEDS_EVIDENCE):
-            self._succeed(attempt, plan.outcome, plan.reason)
+            self._conclude(attempt, plan.outcome, plan.reason)
             return
         family = SKILL if attempt.run.operation == DERIVE_SKILL else EXPERIENCE
-        target_dict = attempt.run.request.get("target")
-        target = None if target_dict is None else ArtifactRef.from_dict(target_dict)
+        target = attempt.run.request.target
         selection = select_evidence(resolution.manifest, plan.evidence_ids, family=family,
                                     target=target)
         if isinstance(selection, NeedsEvidence):
-            self._succeed(attempt, NEEDS_EVIDENCE, selection.reason)
+            self._conclude(attempt, NEEDS_EVIDENCE, selection.reason)
             return
         self._propose(attempt, plan, family, target, selection)
 
     def _reuse_earlier_proposal(self, attempt: Attempt) -> bool:
         """Answer from this principal's earlier Candidate over the same evidence, if unedited."""
-        run, app = attempt.run, self.app
+        run = attempt.run
         _, record = self._proposal_record(run)
         if record is None:  # never proposed over these inputs
             return False
-        candidate: Candidate = app.repository.get(
+        candidate: Candidate = self.store.repository.get(
             Candidate.create_id(run.scope_id, record.candidate_id))
         if candidate.candidate_version != 1 or candidate.status == APPROVED:
             return False  # edited or approved: a fresh proposal is worth a model call
+        queue = self.runs.queue_of(run.scope_id)
         if candidate.status == PENDING:
-            run.succeed(attempt.number, PROPOSED, candidate.current.reason,
-                        {"candidate_id": candidate.candidate_id, "version": 1}, app.clock(),
-                        reused=True)
+            run_lifecycle.propose(run, queue, attempt.number, candidate.current.reason,
+                                  candidate.candidate_id, self.clock(), reused=True)
         else:
-            run.succeed(attempt.number, NO_CHANGE,
-                        "An unchanged proposal over the same evidence was already rejected.",
-                        None, app.clock(), reused=True)
-        queue = app.queue_of(run.scope_id)
-        queue.finish(run.run_id)
-        app.commit(run, queue, read=[record, candidate])
+            run_lifecycle.conclude(
+                run, queue, attempt.number, NO_CHANGE,
+                "An unchanged proposal over the same evidence was already rejected.",
+                self.clock(), reused=True)
+        self.store.commit(run, queue, read=[record, candidate])
         return True
 
     def _proposal_record(self, run: DreamRun) -> tuple[str, ProposalRecord | None]:
         """This run's fingerprint, and the record its principal left for it, if any."""
         assert run.manifest is not None
-        fingerprint = proposal_fingerprint(run.operation, run.request.get("target"),
-                                           run.manifest, run.prompt_version)
+        target = run.request.target
+        fingerprint = proposal_fingerprint(run.operation,
+                                           None if target is None else target.to_dict(),
+                                           run.manifest.to_dict(), run.prompt_version)
         record_id = ProposalRecord.create_id(run.scope_id, run.principal_key, fingerprint)
-        record: ProposalRecord | None = self.app.find(record_id)
+        record: ProposalRecord | None = self.store.find(record_id)
         return fingerprint, record
 
     def _propose(self, attempt: Attempt, plan: DreamPlan, family: str,
                  target: ArtifactRef | None, lineage: Lineage) -> None:
         """The run's success and its Candidate are one save, checked against everything read."""
-        run, app = attempt.run, self.app
-        _, reader = app.pinned_evidence(run)  # re-validate with current rights and state
+        run = attempt.run
+        _, reader = self.runs.pinned_evidence(run)  # re-validate with current rights and state
         assert plan.proposal is not None
-        candidate = Candidate.propose(run.scope_id, CandidateId.of(run.run_id), family, target,
-                                      plan.proposal, lineage, plan.reason,
+        candidate = Candidate.propose(run.scope_id, dream_candidate_id(run.run_id), family,
+                                      target, plan.proposal, lineage, plan.reason,
                                       proposer=run.requester, run_id=run.run_id)
-        run.succeed(attempt.number, PROPOSED, plan.reason,
-                    {"candidate_id": candidate.candidate_id, "version": 1}, app.clock())
-        queue = app.queue_of(run.scope_id)
-        queue.finish(run.run_id)
+        queue = self.runs.queue_of(run.scope_id)
+        run_lifecycle.propose(run, queue, attempt.number, plan.reason, candidate.candidate_id,
+                              self.clock())
         fingerprint, record = self._proposal_record(run)
         if record is None:
             record = ProposalRecord(scope_id=run.scope_id, principal_key=run.principal_key,
@@ -357,58 +351,50 @@ class DreamExecutor:
         record.replace(candidate.candidate_id)
         if self.before_commit is not None:
             self.before_commit(attempt)
-        app.commit(run, candidate, queue, record, read=reader.read_set)
+        self.store.commit(run, candidate, queue, record, read=reader.read_set)
 
-    def _succeed(self, attempt: Attempt, outcome: str, reason: str) -> None:
-        number, now = attempt.number, self.app.clock()
-        attempt.run.succeed(number, outcome, reason, None, now)
-        queue = self.app.queue_of(attempt.run.scope_id)
-        queue.finish(attempt.run.run_id)
-        self.app.commit(attempt.run, queue)  # a conflict here is retried by the caller
+    def _conclude(self, attempt: Attempt, outcome: str, reason: str) -> None:
+        queue = self.runs.queue_of(attempt.run.scope_id)
+        run_lifecycle.conclude(attempt.run, queue, attempt.number, outcome, reason,
+                               self.clock())
+        self.store.commit(attempt.run, queue)  # a conflict here is retried by the caller
 
     def _fail(self, attempt: Attempt, code: str, why: str) -> None:
         log.info("run %s failed %s: %s", attempt.run.run_id, code, why)
-        now = self.app.clock()
-
-        def fail(run: DreamRun, queue: DreamQueue) -> None:
-            run.fail(attempt.number, code, now)
-            queue.finish(run.run_id)
-
-        self._write_from_stored_run(attempt, fail)
+        now = self.clock()
+        self._write_on_stored_run(attempt, lambda run, queue: run_lifecycle.fail(
+            run, queue, attempt.number, code, now))
 
     def _retry_or_fail(self, attempt: Attempt, code: str, why: str) -> None:
         """A transient failure gets one more attempt if calls and time are left."""
         stored = self._current(attempt)
         if stored is None:
             return
-        now = self.app.clock()
-        if stored.attempt < stored.budget["max_model_calls"] and now < attempt.deadline:
-            def requeue(run: DreamRun, queue: DreamQueue) -> None:
-                run.requeue(attempt.number, code)
-                queue.requeue(run.run_id)
-
-            self._write_from_stored_run(attempt, requeue)
+        if (stored.attempt < stored.budget["max_model_calls"]
+                and self.clock() < attempt.deadline):
+            self._write_on_stored_run(attempt, lambda run, queue: run_lifecycle.requeue(
+                run, queue, attempt.number, code))
             return
         self._fail(attempt, code, why)
 
-    def _write_from_stored_run(self, attempt: Attempt,
-                               change: Callable[[DreamRun, DreamQueue], None]) -> None:
+    def _write_on_stored_run(self, attempt: Attempt,
+                             change: Callable[[DreamRun, DreamQueue], None]) -> None:
         """Apply ``change`` to the stored run and its queue, retrying when only the queue
         moved; stop quietly once a newer attempt owns the run."""
-        for _ in range(FINISH_TRIES):
+        def write() -> None:
             run = self._current(attempt)
             if run is None:
                 log.info("a newer attempt owns run %s; this one stops", attempt.run.run_id)
                 return
-            queue = self.app.queue_of(run.scope_id)
+            queue = self.runs.queue_of(run.scope_id)
             change(run, queue)
-            try:
-                self.app.commit(run, queue)
-                return
-            except WriteConflictError:
-                _pause_after_conflict()
-        log.warning("run %s: gave up writing after %s conflicts; its lease will expire",
-                    attempt.run.run_id, FINISH_TRIES)
+            self.store.commit(run, queue)
+
+        try:
+            retry_conflicts(write, RUN_WRITE_TRIES, RUN_WRITE_PAUSE_CAP_SECONDS)
+        except WriteConflictError:
+            log.warning("run %s: gave up writing after %s conflicts; its lease will expire",
+                        attempt.run.run_id, RUN_WRITE_TRIES)
 
     def resume(self, attempt: Attempt) -> Attempt | None:
         """This attempt afresh from the store, to execute again after a store outage cut it
@@ -418,7 +404,8 @@ class DreamExecutor:
 
     def _current(self, attempt: Attempt) -> DreamRun | None:
         """The run as stored, if this attempt is still the current one."""
-        run = self.app.existing_run(attempt.run.scope_id, attempt.run.run_id)
-        if run is None or run.terminal or run.attempt != attempt.number or run.status != "running":
+        run = self.runs.existing_run(attempt.run.scope_id, attempt.run.run_id)
+        if (run is None or run.terminal or run.attempt != attempt.number
+                or run.status != RUNNING):
             return None
         return run

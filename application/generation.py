@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from domain.evidence import Projection
+from domain.evidence.manifest import ModelEvidence
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class GenerationInput:
     scope_id: str
     operation: str  # refine_experience | derive_skill
     target_evidence_id: str | None  # the request target's evidence id; None: create new
-    projection: Projection  # the only evidence the model may see (untrusted data)
+    projection: ModelEvidence  # the only evidence the model may see (untrusted data)
     max_output_tokens: int
     timeout_seconds: float  # for this one call; already capped by the run's deadline
 

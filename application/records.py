@@ -14,10 +14,13 @@ from typing import Any, TypeVar
 
 from eventsourcing.domain import Aggregate
 
-from application.access import Access
-from application.write_model import Written, retry_on_write_conflict
+from application.access import ScopeGate
+from application.ports import Clock
+from application.retry import retry_on_write_conflict
+from application.store import Written
 from domain.access import ADMINISTER, CONTRIBUTE, READ, Resource
 from domain.artifact import ACTIVE, Artifact, ArtifactRevision, EntryVersion
+from domain.canonical import digest
 from domain.content import validate_content
 from domain.errors import (
     ArtifactExistsError,
@@ -30,16 +33,12 @@ from domain.errors import (
     SourceConflictError,
     SourceNotFoundError,
 )
-from domain.identity import (
-    artifact_aggregate_id,
-    check_scope_id,
-    digest,
-    scope_aggregate_id,
-    source_aggregate_id,
-)
+from domain.ids import artifact_aggregate_id, scope_aggregate_id, source_aggregate_id
+from domain.policy import Caller
 from domain.refs import MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef, check_family
 from domain.scope import Scope
 from domain.source import ELIGIBLE, LINEAGE_ONLY, Source
+from domain.text import check_scope_id
 
 MANAGEMENT_SOURCE_TYPE = "artifact_write"
 T = TypeVar("T")
@@ -56,71 +55,84 @@ class EntryWritten:
                               entry_version_id=self.entry.entry_version_id)
 
 
-class Records(Access):
+class Records:
+    """Scopes and their roles, Sources, Artifacts and Memory entries."""
+
+    def __init__(self, gate: ScopeGate, clock: Clock) -> None:
+        self.gate = gate
+        self.store = gate.store
+        self.policy = gate.policy
+        self.clock = clock
+
     # -- scopes ------------------------------------------------------------------------------
 
-    def create_scope(self, scope_id: str, settings: Mapping[str, Any] | None = None
+    def create_scope(self, caller: Caller, scope_id: str, settings: Mapping[str, Any] | None = None
                      ) -> Written[Scope]:
-        self.require_admin()
-        if self.exists(scope_aggregate_id(check_scope_id(scope_id))):
+        self.policy.require_admin(caller)
+        if self.store.exists(scope_aggregate_id(check_scope_id(scope_id))):
             raise ScopeExistsError(f"scope {scope_id!r} already exists", scope_id=scope_id)
         scope = Scope.create(scope_id, settings)
-        return Written(scope, self.commit(scope))
+        return Written(scope, self.store.commit(scope, acted_by=caller))
 
-    def get_scope(self, scope_id: str) -> Scope:
-        return self.scope_for(scope_id, READ)
+    def get_scope(self, caller: Caller, scope_id: str) -> Scope:
+        return self.gate.scope_for(caller, scope_id, READ)
 
     @retry_on_write_conflict
-    def change_scope_settings(self, scope_id: str, changes: Mapping[str, Any]) -> Written[Scope]:
-        scope = self.scope_for(scope_id, ADMINISTER)
+    def change_scope_settings(self, caller: Caller, scope_id: str,
+                              changes: Mapping[str, Any]) -> Written[Scope]:
+        scope = self.gate.scope_for(caller, scope_id, ADMINISTER)
         scope.change_settings(changes)
-        return Written(scope, self.commit(scope))
+        return Written(scope, self.store.commit(scope, acted_by=caller))
 
     @retry_on_write_conflict
-    def grant_role(self, scope_id: str, principal: str, role: str) -> Written[Scope]:
-        scope = self.scope_for(scope_id, ADMINISTER)
+    def grant_role(self, caller: Caller, scope_id: str, principal: str,
+                   role: str) -> Written[Scope]:
+        scope = self.gate.scope_for(caller, scope_id, ADMINISTER)
         scope.grant_role(principal, role)
-        self.check_principal_known(principal)  # after the rules: nothing is saved until commit
-        return Written(scope, self.commit(scope))
+        self.gate.check_principal_known(principal)  # after the rules: nothing is saved until commit
+        return Written(scope, self.store.commit(scope, acted_by=caller))
 
     @retry_on_write_conflict
-    def revoke_role(self, scope_id: str, principal: str, role: str) -> Written[Scope]:
-        scope = self.scope_for(scope_id, ADMINISTER)
+    def revoke_role(self, caller: Caller, scope_id: str, principal: str,
+                    role: str) -> Written[Scope]:
+        scope = self.gate.scope_for(caller, scope_id, ADMINISTER)
         scope.revoke_role(principal, role)
-        self.check_principal_known(principal)
-        return Written(scope, self.commit(scope))
+        self.gate.check_principal_known(principal)
+        return Written(scope, self.store.commit(scope, acted_by=caller))
 
-    def administered_scope(self, scope_id: str) -> Scope:
+    def administered_scope(self, caller: Caller, scope_id: str) -> Scope:
         """The scope with its roles and grants, for its administrators."""
-        return self.scope_for(scope_id, ADMINISTER)
+        return self.gate.scope_for(caller, scope_id, ADMINISTER)
 
     @retry_on_write_conflict
-    def grant_read(self, scope_id: str, principal: str, resource: Resource) -> Written[Scope]:
-        scope = self.scope_for(scope_id, ADMINISTER)
+    def grant_read(self, caller: Caller, scope_id: str, principal: str,
+                   resource: Resource) -> Written[Scope]:
+        scope = self.gate.scope_for(caller, scope_id, ADMINISTER)
         scope.grant_read(principal, resource.checked())
-        self.check_principal_known(principal)
-        return Written(scope, self.commit(scope))
+        self.gate.check_principal_known(principal)
+        return Written(scope, self.store.commit(scope, acted_by=caller))
 
     @retry_on_write_conflict
-    def revoke_read(self, scope_id: str, principal: str, resource: Resource) -> Written[Scope]:
-        scope = self.scope_for(scope_id, ADMINISTER)
+    def revoke_read(self, caller: Caller, scope_id: str, principal: str,
+                    resource: Resource) -> Written[Scope]:
+        scope = self.gate.scope_for(caller, scope_id, ADMINISTER)
         scope.revoke_read(principal, resource.checked())
-        self.check_principal_known(principal)
-        return Written(scope, self.commit(scope))
+        self.gate.check_principal_known(principal)
+        return Written(scope, self.store.commit(scope, acted_by=caller))
 
     # -- sources -----------------------------------------------------------------------------
 
     @retry_on_write_conflict
-    def record_source(self, scope_id: str, source_type: str, source_id: str, *,
+    def record_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str, *,
                       text: str | None = None, payload: Mapping[str, Any] | None = None,
                       eligibility: str = ELIGIBLE, attempt_id: str | None = None,
                       occurred_at: datetime | None = None) -> Written[Source]:
         """Record a Source; recording the identical Source again is an idempotent no-op."""
-        scope = self.scope_for(scope_id, CONTRIBUTE)
+        scope = self.gate.scope_for(caller, scope_id, CONTRIBUTE)
         source = Source.record(scope.scope_id, source_type, source_id, text=text,
                                payload=payload, eligibility=eligibility, attempt_id=attempt_id,
                                occurred_at=occurred_at)
-        if self.exists(source.id):
+        if self.store.exists(source.id):
             existing = self._source(scope_id, source_type, source_id)
             if existing.content_hash != source.content_hash or existing.withdrawn:
                 raise SourceConflictError(
@@ -128,32 +140,32 @@ class Records(Access):
                     content_hash=existing.content_hash,
                 )
             return Written(existing, None)
-        return Written(source, self.commit(source))
+        return Written(source, self.store.commit(source, acted_by=caller))
 
     @retry_on_write_conflict
-    def amend_source(self, scope_id: str, source_type: str, source_id: str, *,
+    def amend_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str, *,
                      text: str | None = None, payload: Mapping[str, Any] | None = None,
                      occurred_at: datetime | None = None) -> Written[Source]:
-        self.scope_for(scope_id, CONTRIBUTE)
+        self.gate.scope_for(caller, scope_id, CONTRIBUTE)
         source = self._source(scope_id, source_type, source_id)
         source.amend(text, payload, occurred_at)
-        return Written(source, self.commit(source))
+        return Written(source, self.store.commit(source, acted_by=caller))
 
     @retry_on_write_conflict
-    def withdraw_source(self, scope_id: str, source_type: str, source_id: str,
+    def withdraw_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str,
                         reason: str) -> Written[Source]:
-        self.scope_for(scope_id, ADMINISTER)
+        self.gate.scope_for(caller, scope_id, ADMINISTER)
         source = self._source(scope_id, source_type, source_id)
         source.withdraw(reason)
-        return Written(source, self.commit(source))
+        return Written(source, self.store.commit(source, acted_by=caller))
 
-    def get_source(self, scope_id: str, source_type: str, source_id: str) -> Source:
-        self.scope_for(scope_id, READ, Resource.source(source_type, source_id))
+    def get_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str) -> Source:
+        self.gate.scope_for(caller, scope_id, READ, Resource.source(source_type, source_id))
         return self._source(scope_id, source_type, source_id)
 
     def _source(self, scope_id: str, source_type: str, source_id: str) -> Source:
         ref = SourceRef(source_type=source_type, source_id=source_id)
-        source: Source = self.load(
+        source: Source = self.store.load(
             source_aggregate_id(check_scope_id(scope_id), ref.source_type, ref.source_id),
             lambda: SourceNotFoundError(f"source {source_type}/{source_id} does not exist",
                                         source=ref.to_dict()),
@@ -163,102 +175,110 @@ class Records(Access):
     # -- artifacts ---------------------------------------------------------------------------
 
     @retry_on_write_conflict
-    def create_artifact(self, scope_id: str, family: str, artifact_id: str,
+    def create_artifact(self, caller: Caller, scope_id: str, family: str, artifact_id: str,
                         content: Mapping[str, Any], principal: str,
                         lineage: Lineage | None = None) -> Written[Artifact]:
         """Basic management create; records a ``lineage_only`` Source describing the write."""
-        scope = self.scope_for(scope_id, CONTRIBUTE)
+        scope = self.gate.scope_for(caller, scope_id, CONTRIBUTE)
         ArtifactRef(check_family(family), artifact_id, 1).checked()  # before a Source quotes it
-        if self.exists(artifact_aggregate_id(scope.scope_id, family, artifact_id)):
+        if self.store.exists(artifact_aggregate_id(scope.scope_id, family, artifact_id)):
             raise ArtifactExistsError(f"{family}/{artifact_id} already exists",
                                       family=family, artifact_id=artifact_id)
         content = validate_content(family, content)  # before the write record digests it
         lineage = lineage or Lineage()
-        read = self._check_lineage(scope.scope_id, lineage)
+        read = self._check_lineage(caller, scope.scope_id, lineage)
         write = self._management_source(scope.scope_id, family, artifact_id, 1, "create",
                                         content, principal)
         artifact = Artifact.create(scope.scope_id, family, artifact_id, content,
                                    self._with_source(lineage, write.ref),
                                    {"kind": "management", "principal": principal})
-        return Written(artifact, self.commit(write, artifact, read=read))
+        return Written(artifact, self.store.commit(write, artifact, read=read, acted_by=caller))
 
     @retry_on_write_conflict
-    def replace_artifact(self, scope_id: str, family: str, artifact_id: str,
+    def replace_artifact(self, caller: Caller, scope_id: str, family: str, artifact_id: str,
                          content: Mapping[str, Any], principal: str, expected_revision: int,
                          lineage: Lineage | None = None) -> Written[Artifact]:
         """Basic management replace: a new revision, checked against the expected head."""
-        artifact = self._writable(scope_id, family, artifact_id)
+        artifact = self._writable(caller, scope_id, family, artifact_id)
         artifact.check_expected_revision(expected_revision)
         content = validate_content(artifact.family, content)
         lineage = lineage or Lineage()
-        read = self._check_lineage(artifact.scope_id, lineage)
+        read = self._check_lineage(caller, artifact.scope_id, lineage)
         write = self._management_source(artifact.scope_id, family, artifact_id,
                                         artifact.head_revision + 1, "replace", content, principal)
         artifact.revise(content, self._with_source(lineage, write.ref),
                         {"kind": "management", "principal": principal}, expected_revision)
-        return Written(artifact, self.commit(write, artifact, read=read))
+        return Written(artifact, self.store.commit(write, artifact, read=read, acted_by=caller))
 
-    def create_memory(self, scope_id: str, memory_id: str, principal: str,
+    def create_memory(self, caller: Caller, scope_id: str, memory_id: str, principal: str,
                       title: str | None = None) -> Written[Artifact]:
         content = {} if title is None else {"title": title}
-        return self.create_artifact(scope_id, MEMORY, memory_id, content, principal)
+        return self.create_artifact(caller, scope_id, MEMORY, memory_id, content, principal)
 
-    def get_artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
-        self.scope_for(scope_id, READ, Resource.artifact(family, artifact_id))
+    def get_artifact(self, caller: Caller, scope_id: str, family: str,
+                     artifact_id: str) -> Artifact:
+        self.gate.scope_for(caller, scope_id, READ, Resource.artifact(family, artifact_id))
         return self._artifact(scope_id, family, artifact_id)
 
     def _artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
         aggregate_id = artifact_aggregate_id(check_scope_id(scope_id), check_family(family),
                                              artifact_id)
-        artifact: Artifact = self.load(aggregate_id, lambda: ArtifactNotFoundError(
+        artifact: Artifact = self.store.load(aggregate_id, lambda: ArtifactNotFoundError(
             f"{family}/{artifact_id} does not exist", family=family, artifact_id=artifact_id))
         return artifact
 
-    def read_revision(self, scope_id: str, ref: ArtifactRef) -> ArtifactRevision:
-        return self.get_artifact(scope_id, ref.family, ref.artifact_id).revision(ref.revision)
+    def read_revision(self, caller: Caller, scope_id: str, ref: ArtifactRef) -> ArtifactRevision:
+        artifact = self.get_artifact(caller, scope_id, ref.family, ref.artifact_id)
+        return artifact.revision(ref.revision)
 
     # -- memory entries ----------------------------------------------------------------------
 
     @retry_on_write_conflict
-    def add_entry(self, scope_id: str, memory_id: str, entry_id: str, kind: str, text: str,
-                  sources: Sequence[SourceRef] = (), artifacts: Sequence[ArtifactRef] = (),
+    def add_entry(self, caller: Caller, scope_id: str, memory_id: str, entry_id: str,
+                  kind: str, text: str, sources: Sequence[SourceRef] = (),
+                  artifacts: Sequence[ArtifactRef] = (),
                   expected_revision: int | None = None) -> Written[EntryWritten]:
-        memory = self._contributing_to(scope_id, memory_id)
-        read = self._check_lineage(memory.scope_id, Lineage(tuple(sources), tuple(artifacts)))
+        memory = self._contributing_to(caller, scope_id, memory_id)
+        read = self._check_lineage(caller, memory.scope_id,
+                                   Lineage(tuple(sources), tuple(artifacts)))
         entry = memory.add_entry(entry_id, kind, text, sources, artifacts, expected_revision)
-        return Written(EntryWritten(memory.head_ref, entry), self.commit(memory, read=read))
+        return Written(EntryWritten(memory.head_ref, entry),
+                       self.store.commit(memory, read=read, acted_by=caller))
 
     @retry_on_write_conflict
-    def revise_entry(self, scope_id: str, memory_id: str, entry_id: str, kind: str, text: str,
-                     sources: Sequence[SourceRef] = (), artifacts: Sequence[ArtifactRef] = (),
-                     expected_revision: int | None = None,
+    def revise_entry(self, caller: Caller, scope_id: str, memory_id: str, entry_id: str,
+                     kind: str, text: str, sources: Sequence[SourceRef] = (),
+                     artifacts: Sequence[ArtifactRef] = (), expected_revision: int | None = None,
                      expected_entry_version_id: str | None = None) -> Written[EntryWritten]:
-        memory = self._contributing_to(scope_id, memory_id)
-        read = self._check_lineage(memory.scope_id, Lineage(tuple(sources), tuple(artifacts)))
+        memory = self._contributing_to(caller, scope_id, memory_id)
+        read = self._check_lineage(caller, memory.scope_id,
+                                   Lineage(tuple(sources), tuple(artifacts)))
         entry = memory.revise_entry(entry_id, kind, text, sources, artifacts, expected_revision,
                                     expected_entry_version_id)
-        return Written(EntryWritten(memory.head_ref, entry), self.commit(memory, read=read))
+        return Written(EntryWritten(memory.head_ref, entry),
+                       self.store.commit(memory, read=read, acted_by=caller))
 
     @retry_on_write_conflict
-    def deactivate_entry(self, scope_id: str, memory_id: str, entry_id: str,
+    def deactivate_entry(self, caller: Caller, scope_id: str, memory_id: str, entry_id: str,
                          reason: str = "deactivated", expected_revision: int | None = None,
                          ) -> Written[EntryWritten]:
-        memory = self._contributing_to(scope_id, memory_id)
+        memory = self._contributing_to(caller, scope_id, memory_id)
         memory.deactivate_entry(entry_id, reason, expected_revision)
         return Written(EntryWritten(memory.head_ref, memory.current_entry(entry_id)),
-                       self.commit(memory))
+                       self.store.commit(memory, acted_by=caller))
 
     @retry_on_write_conflict
-    def reactivate_entry(self, scope_id: str, memory_id: str, entry_id: str,
+    def reactivate_entry(self, caller: Caller, scope_id: str, memory_id: str, entry_id: str,
                          expected_revision: int | None = None) -> Written[EntryWritten]:
-        memory = self._contributing_to(scope_id, memory_id)
+        memory = self._contributing_to(caller, scope_id, memory_id)
         memory.reactivate_entry(entry_id, expected_revision)
         return Written(EntryWritten(memory.head_ref, memory.current_entry(entry_id)),
-                       self.commit(memory))
+                       self.store.commit(memory, acted_by=caller))
 
-    def read_entry_version(self, scope_id: str, citation: MemoryCitation) -> EntryVersion:
+    def read_entry_version(self, caller: Caller, scope_id: str,
+                           citation: MemoryCitation) -> EntryVersion:
         """The exact entry version a citation names, as listed in the cited revision."""
-        memory = self.get_artifact(scope_id, MEMORY, citation.memory_ref.artifact_id)
+        memory = self.get_artifact(caller, scope_id, MEMORY, citation.memory_ref.artifact_id)
         return self._cited_version(memory, citation)
 
     @staticmethod
@@ -275,30 +295,31 @@ class Records(Access):
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _contributing_to(self, scope_id: str, memory_id: str) -> Artifact:
-        return self._writable(scope_id, MEMORY, memory_id)
+    def _contributing_to(self, caller: Caller, scope_id: str, memory_id: str) -> Artifact:
+        return self._writable(caller, scope_id, MEMORY, memory_id)
 
-    def _writable(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
+    def _writable(self, caller: Caller, scope_id: str, family: str, artifact_id: str) -> Artifact:
         """Writing needs contribute, and read of the artifact: a write answers with its state."""
-        scope = self.scope_for(scope_id, CONTRIBUTE)
-        self.check_permitted(scope, READ, Resource.artifact(family, artifact_id))
+        scope = self.gate.scope_for(caller, scope_id, CONTRIBUTE)
+        self.policy.check(caller, scope, READ, Resource.artifact(family, artifact_id))
         return self._artifact(scope_id, family, artifact_id)
 
-    def _check_lineage(self, scope_id: str, lineage: Lineage) -> list[Aggregate]:
+    def _check_lineage(self, caller: Caller, scope_id: str, lineage: Lineage) -> list[Aggregate]:
         """Load every referenced aggregate, proving each exact reference exists and is usable."""
         read: list[Aggregate] = []
         for source_ref in lineage.sources:
-            source = self._referenced(partial(self.get_source, scope_id, source_ref.source_type,
-                                              source_ref.source_id), source_ref.to_dict())
+            source = self._referenced(partial(self.get_source, caller, scope_id,
+                                              source_ref.source_type, source_ref.source_id),
+                                      source_ref.to_dict())
             if source.withdrawn:
                 raise ReferenceNotFoundError("a referenced source was withdrawn",
                                              reference=source_ref.to_dict())
             read.append(source)
         for artifact_ref in lineage.artifacts:
-            read.append(self._referenced(partial(self._at_revision, scope_id, artifact_ref),
+            read.append(self._referenced(partial(self._at_revision, caller, scope_id, artifact_ref),
                                          artifact_ref.to_dict()))
         for citation in lineage.memory_citations:
-            memory = self.get_artifact(scope_id, MEMORY, citation.memory_ref.artifact_id)
+            memory = self.get_artifact(caller, scope_id, MEMORY, citation.memory_ref.artifact_id)
             self._cited_version(memory, citation)
             cited = memory.manifest(citation.memory_ref.revision)[citation.entry_id]
             if cited.status != ACTIVE or memory.entry_status(citation.entry_id) != ACTIVE:
@@ -307,8 +328,8 @@ class Records(Access):
             read.append(memory)
         return read
 
-    def _at_revision(self, scope_id: str, ref: ArtifactRef) -> Artifact:
-        artifact = self.get_artifact(scope_id, ref.family, ref.artifact_id)
+    def _at_revision(self, caller: Caller, scope_id: str, ref: ArtifactRef) -> Artifact:
+        artifact = self.get_artifact(caller, scope_id, ref.family, ref.artifact_id)
         artifact.revision(ref.revision)
         return artifact
 

@@ -10,15 +10,16 @@ Approval writes the Candidate and the new or revised Artifact in one save.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from application.access import Caller
-from application.dream_runs import DreamRuns
+from application.access import ScopeGate
 from application.evidence_reader import StoreEvidenceReader
-from application.write_model import Written, retry_on_write_conflict
-from domain.access import CONTRIBUTE, READ, REVIEW, Resource
+from application.records import Records
+from application.retry import retry_on_write_conflict
+from application.store import Written
+from domain.access import CONTRIBUTE, READ, REVIEW
 from domain.artifact import Artifact
 from domain.candidate import APPROVED, PENDING, Candidate
 from domain.content import skill_package, validate_content
@@ -35,8 +36,9 @@ from domain.errors import (
     ReferenceNotFoundError,
     SourceNotEligibleError,
 )
-from domain.evidence import ReviewedEvidence, validate_for_review
-from domain.identity import candidate_aggregate_id, canonical_json, sha256_hex
+from domain.evidence.selection import ReviewedEvidence, validate_for_review
+from domain.ids import approved_artifact_id, candidate_aggregate_id
+from domain.policy import Caller, Permissions
 from domain.refs import SKILL, ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.scope import Scope
 
@@ -44,15 +46,6 @@ REVIEW_PROVENANCE = "review"
 # Why evidence can be unavailable to a reader; anything else is a bug, not an answer.
 UNAVAILABLE_BECAUSE = (AccessRevokedError, EvidenceUnavailableError, InvalidMemoryCitationError,
                        MemoryEntryInactiveError, ReferenceNotFoundError, SourceNotEligibleError)
-
-
-@dataclass(frozen=True)
-class Permissions:
-    """What the caller may do with a Candidate now (hints for clients; commands re-check)."""
-
-    can_revise: bool
-    can_approve: bool
-    can_reject: bool
 
 
 @dataclass(frozen=True)
@@ -97,99 +90,102 @@ class Revision:
         )
 
 
-def approved_artifact_id(scope_id: str, family: str, candidate_id: str) -> str:
-    """Deterministic, so concurrent or repeated approvals of a Candidate name one Artifact."""
-    prefix = "exp" if family != SKILL else "skill"
-    return f"{prefix}_" + sha256_hex(canonical_json([scope_id, candidate_id]))[:24]
+class Reviews:
+    """Candidates: proposed by people or runs, revised, approved into Artifacts, rejected."""
 
+    def __init__(self, gate: ScopeGate, records: Records) -> None:
+        self.gate = gate
+        self.store = gate.store
+        self.policy = gate.policy
+        self.records = records
 
-class Reviews(DreamRuns):
     # -- commands ------------------------------------------------------------------------------
 
     @retry_on_write_conflict
-    def propose_candidate(self, scope_id: str, candidate_id: str, family: str,
+    def propose_candidate(self, caller: Caller, scope_id: str, candidate_id: str, family: str,
                           proposal: Mapping[str, Any], lineage: Lineage, reason: str,
                           target: ArtifactRef | None = None) -> Written[Reviewed]:
         """A new pending Candidate; proposing the identical one again changes nothing."""
-        scope = self._load_scope(scope_id)
-        self._check_any(scope, CONTRIBUTE, REVIEW)
-        caller = self.caller()
-        reader = StoreEvidenceReader(self, scope, caller)
+        scope = self.gate.load(scope_id)
+        self.policy.check_any(caller, scope, CONTRIBUTE, REVIEW)
+        reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
         evidence = validate_for_review(reader, lineage)
         full = evidence.with_citation_roots(lineage)
         candidate = Candidate.propose(scope.scope_id, candidate_id, family, target, proposal,
                                       full, reason, proposer=caller.name)
-        existing: Candidate | None = self.find(candidate.id)
+        existing: Candidate | None = self.store.find(candidate.id)
         if existing is not None:
-            return Written(self._reviewed(scope, self._same_proposal(existing, candidate)), None)
-        self._check_target_head(reader, target)
-        position = self.commit(candidate, read=[scope, *reader.read_set])
-        return Written(self._reviewed(scope, candidate), position)
+            replayed = self._same_proposal(existing, candidate)
+            return Written(self._reviewed(caller, scope, replayed), None)
+        reader.check_target_head(target)
+        position = self.store.commit(candidate, read=[scope, *reader.read_set], acted_by=caller)
+        return Written(self._reviewed(caller, scope, candidate), position)
 
     @retry_on_write_conflict
-    def revise_candidate(self, scope_id: str, candidate_id: str, expected_version: int,
-                         revision: Revision) -> Written[Reviewed]:
-        scope = self.scope_for(scope_id, READ)
-        candidate = self._candidate(scope, candidate_id)
-        if not self._may_revise(scope, candidate):
+    def revise_candidate(self, caller: Caller, scope_id: str, candidate_id: str,
+                         expected_version: int, revision: Revision) -> Written[Reviewed]:
+        scope = self.gate.scope_for(caller, scope_id, READ)
+        candidate = self.candidate_in(scope, candidate_id)
+        if not self.policy.may_revise(caller, scope, candidate.proposer):
             raise ForbiddenError("only its proposer or a reviewer may revise a candidate",
-                                 action="revise", principal=self.caller().name)
+                                 action="revise", principal=caller.name)
         candidate.check_pending_at(expected_version)
         current = candidate.current
         target = candidate.target if revision.target is None else revision.target
         lineage = revision.lineage_over(current.lineage)
-        reader = StoreEvidenceReader(self, scope, self.caller())
+        reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
         evidence = validate_for_review(reader, lineage)
         candidate.revise(expected_version,
                          current.proposal if revision.proposal is None else revision.proposal,
                          evidence.with_citation_roots(lineage),
                          current.reason if revision.reason is None else revision.reason,
-                         self.caller().name, target)
-        self._check_target_head(reader, candidate.target)
-        position = self.commit(candidate, read=[scope, *reader.read_set])
-        return Written(self._reviewed(scope, candidate), position)
+                         caller.name, target)
+        reader.check_target_head(candidate.target)
+        position = self.store.commit(candidate, read=[scope, *reader.read_set], acted_by=caller)
+        return Written(self._reviewed(caller, scope, candidate), position)
 
     @retry_on_write_conflict
-    def approve_candidate(self, scope_id: str, candidate_id: str,
+    def approve_candidate(self, caller: Caller, scope_id: str, candidate_id: str,
                           expected_version: int) -> Written[Reviewed]:
         """Approve in one save: the Candidate and its new or revised Artifact.
 
         Approving again at the approved version answers the same result; a moved target
         records ``Candidate.Conflicted`` and raises ``artifact_conflict``.
         """
-        scope = self.scope_for(scope_id, REVIEW)
-        candidate = self._candidate(scope, candidate_id)
+        scope = self.gate.scope_for(caller, scope_id, REVIEW)
+        candidate = self.candidate_in(scope, candidate_id)
         if candidate.status == APPROVED and candidate.approved_version == expected_version:
-            return Written(self._reviewed(scope, candidate), None)
+            return Written(self._reviewed(caller, scope, candidate), None)
         candidate.check_approval_version(expected_version)
         candidate.check_approvable()
-        reader = StoreEvidenceReader(self, scope, self.caller())
+        reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
         validate_for_review(reader, candidate.current.lineage)
-        artifact = self._approved_artifact(scope, candidate, reader)
-        candidate.approve(expected_version, artifact.head_ref, self.caller().name)
-        position = self.commit(candidate, artifact, read=[scope, *reader.read_set])
-        return Written(self._reviewed(scope, candidate, artifact), position)
+        artifact = self._approved_artifact(caller, scope, candidate, reader)
+        candidate.approve(expected_version, artifact.head_ref, caller.name)
+        position = self.store.commit(candidate, artifact, read=[scope, *reader.read_set],
+                                     acted_by=caller)
+        return Written(self._reviewed(caller, scope, candidate, artifact), position)
 
     @retry_on_write_conflict
-    def reject_candidate(self, scope_id: str, candidate_id: str, expected_version: int,
-                         reason: str) -> Written[Reviewed]:
-        scope = self.scope_for(scope_id, REVIEW)
-        candidate = self._candidate(scope, candidate_id)
-        changed = candidate.reject(expected_version, reason, self.caller().name)
-        position = self.commit(candidate) if changed else None
-        return Written(self._reviewed(scope, candidate), position)
+    def reject_candidate(self, caller: Caller, scope_id: str, candidate_id: str,
+                         expected_version: int, reason: str) -> Written[Reviewed]:
+        scope = self.gate.scope_for(caller, scope_id, REVIEW)
+        candidate = self.candidate_in(scope, candidate_id)
+        changed = candidate.reject(expected_version, reason, caller.name)
+        position = self.store.commit(candidate, acted_by=caller) if changed else None
+        return Written(self._reviewed(caller, scope, candidate), position)
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def get_candidate(self, scope_id: str, candidate_id: str) -> Reviewed:
-        scope = self.scope_for(scope_id, READ)
-        return self._reviewed(scope, self._candidate(scope, candidate_id))
+    def get_candidate(self, caller: Caller, scope_id: str, candidate_id: str) -> Reviewed:
+        scope = self.gate.scope_for(caller, scope_id, READ)
+        return self._reviewed(caller, scope, self.candidate_in(scope, candidate_id))
 
-    def candidate_evidence(self, scope_id: str, candidate_id: str) -> EvidenceView:
+    def candidate_evidence(self, caller: Caller, scope_id: str, candidate_id: str) -> EvidenceView:
         """The current version's evidence as the reader may see it now (anchor §5.3)."""
-        scope = self.scope_for(scope_id, READ)
-        candidate = self._candidate(scope, candidate_id)
-        reader = StoreEvidenceReader(self, scope, self.caller())
+        scope = self.gate.scope_for(caller, scope_id, READ)
+        candidate = self.candidate_in(scope, candidate_id)
+        reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
         version = candidate.candidate_version
         try:
             evidence = validate_for_review(reader, candidate.current.lineage)
@@ -198,40 +194,31 @@ class Reviews(DreamRuns):
                                 message=error.message, details=error.details)
         return EvidenceView(candidate.candidate_id, version, "resolved", evidence=evidence)
 
-    def skill_package(self, scope_id: str, ref: ArtifactRef) -> dict[str, str]:
+    def skill_package(self, caller: Caller, scope_id: str, ref: ArtifactRef) -> dict[str, str]:
         """The instruction-only package of one Skill revision: SKILL.md text and its digest."""
-        revision = self.read_revision(scope_id, ref)
+        revision = self.records.read_revision(caller, scope_id, ref)
         if ref.family != SKILL:
             raise ReferenceNotFoundError("only Skills have packages", reference=ref.to_dict())
         return skill_package(revision.content)
 
-    def readable_artifacts(self, scope_id: str,
-                           artifacts: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
-        """Which ``(family, artifact_id)`` pairs the caller may read now: read models are
-        shared by the whole scope, so their rows are filtered per caller."""
-        scope = self.scope_for(scope_id, READ)
-        caller = self.caller()
-        return {(family, artifact_id) for family, artifact_id in artifacts
-                if caller.admin or not self.enforce_access
-                or scope.permits(caller.name, READ, Resource.artifact(family, artifact_id))}
-
     # -- helpers -------------------------------------------------------------------------------
 
-    def _candidate(self, scope: Scope, candidate_id: str) -> Candidate:
-        candidate: Candidate = self.load(
+    def candidate_in(self, scope: Scope, candidate_id: str) -> Candidate:
+        """The Candidate as stored, for a caller already let into ``scope``."""
+        candidate: Candidate = self.store.load(
             candidate_aggregate_id(scope.scope_id, candidate_id),
             lambda: CandidateNotFoundError(f"no candidate {candidate_id!r} in this scope",
                                            candidate_id=candidate_id))
         return candidate
 
-    def _approved_artifact(self, scope: Scope, candidate: Candidate,
+    def _approved_artifact(self, caller: Caller, scope: Scope, candidate: Candidate,
                            reader: StoreEvidenceReader) -> Artifact:
         """The target revised, or a new Artifact, carrying the Candidate's exact lineage."""
         version = candidate.current
         provenance: dict[str, Any] = {
             "kind": REVIEW_PROVENANCE, "candidate_id": candidate.candidate_id,
             "candidate_version": version.version, "proposer": candidate.proposer,
-            "approver": self.caller().name, "run_id": candidate.run_id,
+            "approver": caller.name, "run_id": candidate.run_id,
         }
         content = validate_content(candidate.family, version.proposal)
         if candidate.family == SKILL:
@@ -247,14 +234,14 @@ class Reviews(DreamRuns):
         try:
             artifact.revise(content, version.lineage, provenance, target.revision)
         except ArtifactConflictError as moved:
-            self._record_conflict(candidate, moved)
+            self._record_conflict(caller, candidate, moved)
             raise
         return artifact
 
-    def _record_conflict(self, candidate: Candidate, moved: DomainError) -> None:
+    def _record_conflict(self, caller: Caller, candidate: Candidate, moved: DomainError) -> None:
         """Show the failed approval on the Candidate, which stays pending."""
         candidate.record_conflict(candidate.candidate_version, moved.code, moved.details)
-        self.commit(candidate)
+        self.store.commit(candidate, acted_by=caller)
 
     @staticmethod
     def _same_proposal(existing: Candidate, proposed: Candidate) -> Candidate:
@@ -269,41 +256,15 @@ class Reviews(DreamRuns):
                 candidate_id=existing.candidate_id)
         return existing
 
-    def _check_any(self, scope: Scope, *actions: str) -> None:
-        """Permitted if any of ``actions`` is; otherwise the first refusal is reported."""
-        refusal: DomainError | None = None
-        for action in actions:
-            try:
-                self.check_permitted(scope, action)
-                return
-            except ForbiddenError as error:
-                refusal = refusal or error
-        assert refusal is not None
-        raise refusal
-
-    def _permits(self, scope: Scope, caller: Caller, action: str) -> bool:
-        return (caller.admin or not self.enforce_access
-                or scope.permits(caller.name, action, None))
-
-    def _may_revise(self, scope: Scope, candidate: Candidate) -> bool:
-        """Whoever may revise it while pending (a decided one answers candidate_terminal)."""
-        caller = self.caller()
-        return self._permits(scope, caller, REVIEW) or (
-            candidate.proposer == caller.name and self._permits(scope, caller, CONTRIBUTE))
-
-    def _permissions(self, scope: Scope, candidate: Candidate) -> Permissions:
-        pending = candidate.status == PENDING
-        reviewer = self._permits(scope, self.caller(), REVIEW)
-        return Permissions(can_revise=pending and self._may_revise(scope, candidate),
-                           can_approve=pending and reviewer, can_reject=pending and reviewer)
-
-    def _reviewed(self, scope: Scope, candidate: Candidate,
+    def _reviewed(self, caller: Caller, scope: Scope, candidate: Candidate,
                   result: Artifact | None = None) -> Reviewed:
         if result is None and candidate.result is not None:
             # The Artifact as the approval left it (an Experience or Skill's aggregate version
             # is its revision), not a head that has moved on since.
-            result = self.repository.get(
+            result = self.store.repository.get(
                 Artifact.create_id(scope.scope_id, candidate.result.family,
                                    candidate.result.artifact_id),
                 version=candidate.result.revision)
-        return Reviewed(candidate, self._permissions(scope, candidate), result)
+        permissions = self.policy.candidate_permissions(caller, scope, candidate.proposer,
+                                                        candidate.status == PENDING)
+        return Reviewed(candidate, permissions, result)

@@ -8,6 +8,7 @@ from typing import Any
 from eventsourcing.persistence import JSONTranscoder, Transcoding
 
 from domain.artifact import ArtifactRevision, EntryChange, EntryVersion
+from domain.dream_queue import Lease
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 
 
@@ -39,6 +40,7 @@ TRANSCODINGS = (
     DataclassAsDict(ArtifactRevision, "artifact_revision"),
     DataclassAsDict(EntryVersion, "entry_version", ("sources", "artifacts")),
     DataclassAsDict(EntryChange, "entry_change"),
+    DataclassAsDict(Lease, "dream_queue_lease"),  # in DreamQueue snapshots (class version 2)
 )
 
 

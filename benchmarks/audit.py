@@ -1,7 +1,7 @@
 """Audit benchmark: projection catch-up and replay verification over a large event store.
 
 A store of N events (1,000,000 full, 20,000 quick) is written in bulk through the production
-write model, as the aggregates' own events: per unit of work, a task Source recorded, a Memory
+event store, as the aggregates' own events: per unit of work, a task Source recorded, a Memory
 entry added, a Dream run accepted, started, manifest frozen, usage recorded and succeeded with
 its Candidate proposed, and that Candidate approved with its new Experience (11 events, across
 50 scopes). Then, on a real SQLite file and a throwaway PostgreSQL server:
@@ -9,7 +9,7 @@ its Candidate proposed, and that Candidate approved with its new Experience (11 
 * **catch-up**: each read model's live runner (``start_projection``) applies the first C events
   from an empty view (C = 200,000 full, all quick); events/s = C / time to reach position C.
 * **rebuild**: ``rebuild`` re-applies all N events to each live view, 1,000 per transaction.
-* **replay verification**: ``dream audit replay`` (``adapters.replay_verification.verify``)
+* **replay verification**: ``dream audit replay`` (``adapters.store.replay_verification.verify``)
   rebuilds every read model into scratch over all N events and compares each table with the
   live one; per projection events/s, and the total time for all of them.
 
@@ -32,20 +32,24 @@ from typing import Any
 
 from eventsourcing.domain import Aggregate
 
-from adapters.persistence import open_dreaming
-from adapters.postgres_server import PostgresUnavailableError
-from adapters.projection_runtime import rebuild, start_projection
-from adapters.replay_verification import verify
 from adapters.settings import Settings
-from application.dreaming import Dreaming
-from application.review import REVIEW_PROVENANCE, approved_artifact_id
+from adapters.store.persistence import open_dreaming
+from adapters.store.projection_runtime import rebuild, start_projection
+from adapters.store.replay_verification import verify
+from application.bootstrap import Dreaming
+from application.review import REVIEW_PROVENANCE
 from benchmarks.core import STORES, benchmark_parser, report_header, say_unless_json
+from benchmarks.throwaway_postgres import PostgresUnavailableError
 from domain.artifact import Artifact
 from domain.budget import effective_budget
 from domain.candidate import Candidate
-from domain.dream_run import DreamRun
-from domain.identity import digest
-from domain.refs import EXPERIENCE, MEMORY, Lineage, MemoryCitation, SourceRef
+from domain.canonical import digest
+from domain.dream_request import DreamOperation, DreamRequest
+from domain.dream_run import DreamRun, ProposedCandidate, RunOutcome
+from domain.evidence.manifest import TRANSFORM_VERSION, EvidenceManifest
+from domain.ids import approved_artifact_id
+from domain.policy import LOCAL
+from domain.refs import ArtifactFamily, Lineage, MemoryCitation, SourceRef
 from domain.source import Source
 from projections.catalog import READ_MODELS
 
@@ -94,21 +98,22 @@ class StoreBuilder:
 
     def build(self, events: int, say: Callable[[str], None]) -> float:
         for index in range(SCOPES):
-            self.app.create_scope(f"bench-{index:02d}")
+            self.app.records.create_scope(LOCAL, f"bench-{index:02d}")
+        store = self.app.store
         started = time.perf_counter()
-        while self.app.max_position() < events:
+        while store.max_position() < events:
             batch: list[Aggregate] = []
             for _ in range(UNITS_PER_SAVE):
                 batch += self._unit()
-            self.app.commit(*{id(a): a for a in batch}.values())
+            store.commit(*{id(a): a for a in batch}.values(), acted_by=LOCAL)
             if self.unit % (UNITS_PER_SAVE * 250) == 0:
-                say(f"    built {self.app.max_position():,} events")
+                say(f"    built {store.max_position():,} events")
         return time.perf_counter() - started
 
     def _memory(self, scope_id: str) -> tuple[Artifact, bool]:
         memory = self.memories.get(scope_id)
         if memory is None or len(memory.entry_versions) >= ENTRIES_PER_MEMORY:
-            memory = Artifact.create(scope_id, MEMORY, f"notes-{self.unit}", {},
+            memory = Artifact.create(scope_id, ArtifactFamily.MEMORY, f"notes-{self.unit}", {},
                                      Lineage(), {"kind": "bench"})
             self.memories[scope_id] = memory
             return memory, True
@@ -125,28 +130,41 @@ class StoreBuilder:
                                  [source.ref], [])
         citation = MemoryCitation(memory.head_ref, entry.entry_id, entry.entry_version_id)
         run_id = f"dr-{n}"
-        request = {"operation": "refine_experience", "memory_citations": [citation.to_dict()]}
-        run = DreamRun.accept(scope_id, run_id, "refine_experience", "svc", f"k-{n}", request,
-                              digest(request), effective_budget(), "bench.v1", at)
+        request = DreamRequest.create(DreamOperation.REFINE_EXPERIENCE, f"k-{n}",
+                                      memory_citations=[citation])
+        run = DreamRun.accept(scope_id, run_id, request.operation, "svc", request.idempotency_key,
+                              request.to_dict(), request.digest, effective_budget(), "bench.v1",
+                              at)
         run.start_attempt(at, "bench-model", lease_seconds=60)
-        run.freeze_manifest(1, {"nodes": [], "unit": n}, digest({"unit": n}))
+        manifest = _manifest_without_nodes(n)
+        run.freeze_manifest(1, manifest.to_dict(), manifest.digest)
         run.count_model_call(1)
         run.record_usage(1, 1, 800, 200)
         lineage = Lineage(sources=(SourceRef("task", f"t-{n}"),), memory_citations=(citation,))
         proposal = {"situation": f"Task {n} timed out.", "action": "Retried with the same key.",
                     "outcome": "Exactly one write.", "lesson": f"Retry task {n} idempotently."}
         candidate_id = f"cand_dream_{run_id}"
-        candidate = Candidate.propose(scope_id, candidate_id, EXPERIENCE, None, proposal,
-                                      lineage, "a lesson", proposer="svc", run_id=run_id)
-        run.succeed(1, "proposed", "a lesson", {"candidate_id": candidate_id, "version": 1},
-                    at + timedelta(seconds=1))
+        candidate = Candidate.propose(scope_id, candidate_id, ArtifactFamily.EXPERIENCE, None,
+                                      proposal, lineage, "a lesson", proposer="svc",
+                                      run_id=run_id)
+        run.succeed(1, RunOutcome.PROPOSED, "a lesson",
+                    ProposedCandidate(candidate_id, 1).to_dict(), at + timedelta(seconds=1))
         experience = Artifact.create(
-            scope_id, EXPERIENCE, approved_artifact_id(scope_id, EXPERIENCE, candidate_id),
+            scope_id, ArtifactFamily.EXPERIENCE,
+            approved_artifact_id(scope_id, ArtifactFamily.EXPERIENCE, candidate_id),
             proposal, lineage, {"kind": REVIEW_PROVENANCE, "candidate_id": candidate_id,
                                 "candidate_version": 1, "proposer": "svc",
                                 "approver": "reviewer", "run_id": run_id})
         candidate.approve(1, experience.head_ref, "reviewer")
         return [source, memory, run, candidate, experience]
+
+
+def _manifest_without_nodes(unit: int) -> EvidenceManifest:
+    """A frozen manifest naming no evidence, distinct per unit (its projection digest)."""
+    return EvidenceManifest(TRANSFORM_VERSION, artifacts=(), memory_citations=(), sources=(),
+                            nodes=(), edges=(), root_groups=(),
+                            projection_digest=digest({"unit": unit}), projection_bytes=0,
+                            incomplete=False)
 
 
 # -- measuring ---------------------------------------------------------------------------------
@@ -184,7 +202,7 @@ def benchmark_store(settings: Settings, store: str, sizes: Sizes,
     with closing(open_dreaming(settings)) as app:
         say(f"  [{store}] writing {sizes.events:,} events")
         build_seconds = StoreBuilder(app).build(sizes.events, say)
-        head = app.max_position()
+        head = app.store.max_position()
     say(f"  [{store}] wrote {head:,} events in {build_seconds:.1f} s")
     rows = measure_catch_up(settings, store, min(head, sizes.catch_up_events), say)
     # Verification compares with the live views, so bring them to the head first (batched).

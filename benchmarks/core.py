@@ -1,7 +1,8 @@
 """Baseline benchmark of the event store underneath the product.
 
 Measures, on a real SQLite file and on a throwaway PostgreSQL server, through the production
-``WriteModel`` and recorders (``adapters.persistence.open_write_model``, read-set check included):
+``EventStore`` and recorders (``adapters.store.persistence.application_env``, read-set check
+included):
 
 * the raw append rate (events/s) and per-save latency with 1 and with 100 events per save,
 * the cost of a 1-event save that also checks a read set of 5 other aggregates,
@@ -36,10 +37,10 @@ from uuid import UUID
 import psycopg
 from eventsourcing.domain import Aggregate, event
 
-from adapters.persistence import open_write_model
-from adapters.postgres_server import PostgresUnavailableError, throwaway_postgres
 from adapters.settings import Settings
-from application.write_model import WriteModel
+from adapters.store.persistence import application_env
+from application.store import EventStore
+from benchmarks.throwaway_postgres import PostgresUnavailableError, throwaway_postgres
 
 T = TypeVar("T")
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "core.json"
@@ -48,6 +49,7 @@ WARMUP_CALLS = 10
 BUILD_BATCH = 100
 MS = 1000.0
 RAW_DECIMALS = 7  # 0.1 us: far below the timer noise, keeps the JSON small
+VERDICTS = {True: "met", False: "NOT met", None: "not judged"}  # a target's "met", in words
 
 
 class Counter(Aggregate):
@@ -146,7 +148,7 @@ def p95(values: Sequence[float]) -> float:
 # --- store-level work --------------------------------------------------------
 
 
-def build_counter(app: WriteModel, events: int) -> Counter:
+def build_counter(app: EventStore, events: int) -> Counter:
     """A saved counter whose history is exactly ``events`` events long."""
     counter = Counter()
     for pending in range(1, events):
@@ -157,7 +159,7 @@ def build_counter(app: WriteModel, events: int) -> Counter:
     return counter
 
 
-def save_round(app: WriteModel, case: SaveCase, saves: int) -> list[float]:
+def save_round(app: EventStore, case: SaveCase, saves: int) -> list[float]:
     counter = build_counter(app, 1)
     readers = [build_counter(app, 1) for _ in range(READ_SET_SIZE if case.read_set else 0)]
 
@@ -169,7 +171,7 @@ def save_round(app: WriteModel, case: SaveCase, saves: int) -> list[float]:
     return time_calls(prepare, lambda c: app.commit(c, read=readers), saves)
 
 
-def measure_saves(app: WriteModel, store: str, sizes: Sizes) -> list[Measurement]:
+def measure_saves(app: EventStore, store: str, sizes: Sizes) -> list[Measurement]:
     results = [Measurement(store, c.name, "save", c.events_per_save) for c in SAVE_CASES]
     for _ in range(sizes.rounds):  # interleaved, so noise bursts hit every case alike
         for case, result in zip(SAVE_CASES, results, strict=True):
@@ -177,7 +179,7 @@ def measure_saves(app: WriteModel, store: str, sizes: Sizes) -> list[Measurement
     return results
 
 
-def load_calls(app: WriteModel, aggregate_id: UUID, loads: int) -> list[float]:
+def load_calls(app: EventStore, aggregate_id: UUID, loads: int) -> list[float]:
     def load(aggregate_id: UUID) -> Counter:
         counter: Counter = app.repository.get(aggregate_id)
         return counter
@@ -185,7 +187,7 @@ def load_calls(app: WriteModel, aggregate_id: UUID, loads: int) -> list[float]:
     return time_calls(lambda: aggregate_id, load, loads)
 
 
-def measure_loads(app: WriteModel, store: str, sizes: Sizes) -> list[Measurement]:
+def measure_loads(app: EventStore, store: str, sizes: Sizes) -> list[Measurement]:
     return [
         Measurement(store, f"load {events} events", "load", events,
                     [load_calls(app, build_counter(app, events).id, loads)])
@@ -193,13 +195,13 @@ def measure_loads(app: WriteModel, store: str, sizes: Sizes) -> list[Measurement
     ]
 
 
-class EventStoreBaseline(WriteModel):
-    """The production write model and recorders, minus snapshots: loads replay every event."""
+class EventStoreBaseline(EventStore):
+    """The production event store and recorders, minus snapshots: loads replay every event."""
 
     snapshotting_intervals = {}
 
 
-def check_uncached(app: WriteModel) -> None:
+def check_uncached(app: EventStore) -> None:
     if app.repository.cache is not None or app.snapshots is not None:
         msg = "unset AGGREGATE_CACHE_MAXSIZE / IS_SNAPSHOTTING_ENABLED: loads must replay events"
         raise RuntimeError(msg)
@@ -207,7 +209,7 @@ def check_uncached(app: WriteModel) -> None:
 
 def benchmark_store(settings: Settings, store: str, sizes: Sizes,
                     progress: Callable[[Measurement], None]) -> list[Measurement]:
-    app: WriteModel = open_write_model(settings, cls=EventStoreBaseline)
+    app = EventStoreBaseline(env=application_env(settings))
     with closing(app):
         check_uncached(app)
         results = measure_saves(app, store, sizes) + measure_loads(app, store, sizes)

@@ -31,10 +31,12 @@ from typing import Any
 
 import httpx
 
-from adapters.postgres_server import PostgresUnavailableError
 from benchmarks.core import STORES, benchmark_parser, fmt, p95, report_header, round_data
 from benchmarks.core import say_unless_json as say_unless
 from benchmarks.http import REQUEST_TIMEOUT_S, Server, running_server
+from benchmarks.throwaway_postgres import PostgresUnavailableError
+from domain.dream_request import DreamOperation
+from domain.refs import ArtifactFamily
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "freshness.json"
 MS = 1000.0
@@ -91,7 +93,7 @@ class Scope:
             "dream_max_pending_per_scope": 1000}})
         self._send("POST", f"{self.path}/sources", {**TASK, "text": "did it"})
         self._send("POST", f"{self.path}/artifacts", {
-            "family": "experience", "artifact_id": "x", "content": EXPERIENCE,
+            "family": ArtifactFamily.EXPERIENCE, "artifact_id": "x", "content": EXPERIENCE,
             "lineage": {"sources": [TASK]}})
 
     def _send(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
@@ -105,8 +107,9 @@ class Scope:
     def admit(self) -> str:
         self.admitted += 1
         run = self._send("POST", f"{self.path}/dream", {
-            "operation": "refine_experience", "idempotency_key": f"k{self.admitted}",
-            "artifacts": [{"family": "experience", "artifact_id": "x", "revision": 1}]})
+            "operation": DreamOperation.REFINE_EXPERIENCE, "idempotency_key": f"k{self.admitted}",
+            "artifacts": [{"family": ArtifactFamily.EXPERIENCE, "artifact_id": "x",
+                           "revision": 1}]})
         run_id: str = run["run_id"]
         return run_id
 

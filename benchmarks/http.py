@@ -39,7 +39,6 @@ from typing import Any
 
 import httpx
 
-from adapters.postgres_server import PostgresUnavailableError, _free_port
 from adapters.settings import Settings
 from benchmarks.core import (
     STORES,
@@ -50,6 +49,7 @@ from benchmarks.core import (
     round_data,
     say_unless_json,
 )
+from benchmarks.throwaway_postgres import PostgresUnavailableError, free_port
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "http.json"
 HOST = "127.0.0.1"
@@ -123,7 +123,7 @@ def running_server(settings: Settings, *, workers: int | None = None,
     """``dream serve`` in a child process on a free port (``workers``: its DREAM_WORKERS, else
     the default), beside ``worker_processes`` ``dream worker`` processes; output goes to temp
     logs."""
-    port = _free_port()
+    port = free_port()
     base_url = f"http://{HOST}:{port}"
     env = {**os.environ, **({} if workers is None else {"DREAM_WORKERS": str(workers)})}
     with tempfile.TemporaryDirectory(prefix="bench-http-log-") as log_dir, ExitStack() as stack:

@@ -4,7 +4,7 @@ On a real SQLite file and a throwaway PostgreSQL server, through the production 
 (``open_dreaming``; access disabled, the single local principal):
 
 * **approve**: pending Experience Candidates, each citing one Memory entry version and its
-  task Source, are approved through ``approve_candidate`` — the whole review step: evidence
+  task Source, are approved through ``review.approve_candidate`` — the whole review step: evidence
   re-validation, the Candidate and the new Experience in one save with the read-set check.
   Proposing happens before the clock starts. Cases: 1 reviewer; 8 reviewers (threads) on one
   scope; 8 reviewers each on their own scope. Per-approval latency p50/p95 over all calls and
@@ -33,11 +33,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from adapters.persistence import open_dreaming
-from adapters.postgres_server import PostgresUnavailableError
-from adapters.projection_runtime import start_projection
 from adapters.settings import Settings
-from application.dreaming import Dreaming
+from adapters.store.persistence import open_dreaming
+from adapters.store.projection_runtime import start_projection
+from application.bootstrap import Dreaming
 from application.review import REVIEW_PROVENANCE
 from benchmarks.core import (
     MS,
@@ -49,8 +48,10 @@ from benchmarks.core import (
     say_unless_json,
     table,
 )
+from benchmarks.throwaway_postgres import PostgresUnavailableError
 from domain.artifact import Artifact
-from domain.refs import EXPERIENCE, Lineage, MemoryCitation, SourceRef
+from domain.policy import LOCAL
+from domain.refs import ArtifactFamily, Lineage, MemoryCitation, SourceRef
 from projections.knowledge import KNOWLEDGE
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "review.json"
@@ -103,20 +104,23 @@ def experience(rng: random.Random) -> dict[str, str]:
 
 def prepare_scope(app: Dreaming, scope_id: str) -> MemoryCitation:
     """A scope with one task Source and one Memory entry citing it."""
-    app.create_scope(scope_id, {"dream_max_pending_per_scope": 1000})
-    app.record_source(scope_id, "task", "t-1", text="Retried the write with key K; one charge.")
-    app.create_memory(scope_id, "notes", principal="bench")
-    return app.add_entry(scope_id, "notes", "retry-with-key", "task_record",
-                         "Retry writes only with an idempotency key.",
-                         sources=[SourceRef("task", "t-1")]).value.citation
+    records = app.records
+    records.create_scope(LOCAL, scope_id, {"dream_max_pending_per_scope": 1000})
+    records.record_source(LOCAL, scope_id, "task", "t-1",
+                          text="Retried the write with key K; one charge.")
+    records.create_memory(LOCAL, scope_id, "notes", principal="bench")
+    return records.add_entry(LOCAL, scope_id, "notes", "retry-with-key", "task_record",
+                             "Retry writes only with an idempotency key.",
+                             sources=[SourceRef("task", "t-1")]).value.citation
 
 
 def propose(app: Dreaming, scope_id: str, citation: MemoryCitation, count: int,
             prefix: str, rng: random.Random) -> list[str]:
     ids = [f"{prefix}-{index}" for index in range(count)]
     for candidate_id in ids:
-        app.propose_candidate(scope_id, candidate_id, EXPERIENCE, experience(rng),
-                              Lineage(memory_citations=(citation,)), "benchmark lesson")
+        app.review.propose_candidate(LOCAL, scope_id, candidate_id, ArtifactFamily.EXPERIENCE,
+                                     experience(rng), Lineage(memory_citations=(citation,)),
+                                     "benchmark lesson")
     return ids
 
 
@@ -128,7 +132,7 @@ def approve_all(app: Dreaming, work: Sequence[tuple[str, str]], reviewers: int) 
     def approve(item: tuple[str, str]) -> float:
         scope_id, candidate_id = item
         start = time.perf_counter()
-        app.approve_candidate(scope_id, candidate_id, 1)
+        app.review.approve_candidate(LOCAL, scope_id, candidate_id, 1)
         return time.perf_counter() - start
 
     started = time.perf_counter()
@@ -177,24 +181,24 @@ def fill_knowledge(app: Dreaming, scope_id: str, sizes: Sizes, rng: random.Rando
     """K approved Experiences: some through review, the rest as the same events in batches."""
     citation = prepare_scope(app, scope_id)
     for candidate_id in propose(app, scope_id, citation, sizes.reviewed_share, "k", rng):
-        app.approve_candidate(scope_id, candidate_id, 1)
+        app.review.approve_candidate(LOCAL, scope_id, candidate_id, 1)
     lineage = Lineage(sources=(SourceRef("task", "t-1"),), memory_citations=(citation,))
     remaining = sizes.knowledge - sizes.reviewed_share
     for first in range(0, remaining, BATCH):
-        batch = [Artifact.create(scope_id, EXPERIENCE, f"bulk-{first + i}", experience(rng),
-                                 lineage, {"kind": REVIEW_PROVENANCE,
-                                           "candidate_id": f"bulk-{first + i}",
-                                           "candidate_version": 1, "proposer": "bench",
-                                           "approver": "bench", "run_id": None})
+        batch = [Artifact.create(scope_id, ArtifactFamily.EXPERIENCE, f"bulk-{first + i}",
+                                 experience(rng), lineage,
+                                 {"kind": REVIEW_PROVENANCE, "candidate_id": f"bulk-{first + i}",
+                                  "candidate_version": 1, "proposer": "bench",
+                                  "approver": "bench", "run_id": None})
                  for i in range(min(BATCH, remaining - first))]
-        app.commit(*batch)
+        app.store.commit(*batch, acted_by=LOCAL)  # as the review command stamps its writes
 
 
 def measure_search(app: Dreaming, settings: Settings, store: str, sizes: Sizes,
                    rng: random.Random, say: Callable[[str], None]) -> list[Case]:
     scope_id = "bench-knowledge"
     fill_knowledge(app, scope_id, sizes, rng)
-    head = app.max_position()
+    head = app.store.max_position()
     started = time.perf_counter()
     with start_projection(KNOWLEDGE, settings) as knowledge:
         knowledge.wait(head, timeout=600)

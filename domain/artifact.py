@@ -2,12 +2,14 @@
 
 A Memory's revisions are produced by entry changes: each entry command appends one revision,
 and the manifest of any revision maps entry id -> (entry version id, content hash, status).
+Artifacts are snapshotted: ``class_version`` 2 marks snapshots whose family is retyped on load.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
@@ -29,24 +31,31 @@ from domain.errors import (
     MemoryEntryNotFoundError,
     RevisionNotFoundError,
 )
-from domain.identity import artifact_aggregate_id, check_scope_id
+from domain.ids import artifact_aggregate_id
 from domain.refs import (
     ARTIFACT_ID_MAX,
     ENTRY_ID_MAX,
-    EXPERIENCE,
-    MEMORY,
-    PROMPT,
-    SKILL,
+    ArtifactFamily,
     ArtifactRef,
     Lineage,
     SourceRef,
     check_family,
     normalise,
 )
-from domain.text import check_identifier, check_text
+from domain.snapshots import TypedSnapshot
+from domain.text import check_identifier, check_scope_id, check_text
 
-ACTIVE = "active"
-INACTIVE = "inactive"
+
+class EntryStatus(StrEnum):
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+
+
+# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
+# ``EntryStatus`` instead.
+ACTIVE: str = EntryStatus.ACTIVE
+INACTIVE: str = EntryStatus.INACTIVE
+
 DEACTIVATION_REASON_MAX_BYTES = 2_000
 
 
@@ -75,17 +84,25 @@ class EntryVersion:
 class ManifestEntry:
     entry_version_id: str
     content_hash: str
-    status: str
+    status: EntryStatus
 
 
 @dataclass(frozen=True)
 class EntryChange:
     revision: int
     entry_version_id: str
-    status: str
+    status: EntryStatus
+
+    def __post_init__(self) -> None:
+        # A snapshot decodes the status as a plain string: give it back its type.
+        object.__setattr__(self, "status", EntryStatus(self.status))
 
 
 class Artifact(Aggregate):
+    # Version 2 of the snapshot state: ``family`` is an ``ArtifactFamily``.
+    class_version = 2
+    Snapshot = TypedSnapshot
+
     class Created(Aggregate.Created):
         scope_id: str
         family: str
@@ -126,6 +143,16 @@ class Artifact(Aggregate):
     def create_id(scope_id: str, family: str, artifact_id: str) -> UUID:
         return artifact_aggregate_id(scope_id, family, artifact_id)
 
+    @staticmethod
+    def retype_state(state: dict[str, Any]) -> None:
+        """A snapshot gives the family back as a plain string (see ``domain.snapshots``)."""
+        state["family"] = ArtifactFamily(state["family"])
+
+    @classmethod
+    def upcast_v1_v2(cls, state: dict[str, Any]) -> None:
+        """Version 1 had the same shape; only the family needs its type back."""
+        cls.retype_state(state)
+
     @classmethod
     def create(cls, scope_id: str, family: str, artifact_id: str, content: Mapping[str, Any],
                lineage: Lineage, provenance: Mapping[str, Any]) -> Artifact:
@@ -140,7 +167,7 @@ class Artifact(Aggregate):
     def __init__(self, scope_id: str, family: str, artifact_id: str, content: dict[str, Any],
                  lineage: Lineage, provenance: dict[str, Any]) -> None:
         self.scope_id = scope_id
-        self.family = family
+        self.family = ArtifactFamily(family)
         self.artifact_id = artifact_id
         self.revisions = [ArtifactRevision(1, dict(content), lineage, dict(provenance))]
         self.entry_versions: dict[str, list[EntryVersion]] = {}
@@ -189,7 +216,7 @@ class Artifact(Aggregate):
             entry_id=entry_id, entry_version_id=version_id,
         )
 
-    def entry_status(self, entry_id: str) -> str:
+    def entry_status(self, entry_id: str) -> EntryStatus:
         self.check_entry_exists(entry_id)
         return self._entry_log[entry_id][-1].status
 
@@ -221,7 +248,7 @@ class Artifact(Aggregate):
             )
 
     def check_entry_active(self, entry_id: str) -> None:
-        if self.entry_status(entry_id) != ACTIVE:
+        if self.entry_status(entry_id) != EntryStatus.ACTIVE:
             raise MemoryEntryInactiveError(
                 f"entry {entry_id!r} is inactive", entry_id=entry_id
             )
@@ -230,7 +257,7 @@ class Artifact(Aggregate):
 
     def revise(self, content: Mapping[str, Any], lineage: Lineage,
                provenance: Mapping[str, Any], expected_revision: int | None) -> ArtifactRef:
-        self.check_family(EXPERIENCE, SKILL, PROMPT)
+        self.check_family(ArtifactFamily.EXPERIENCE, ArtifactFamily.SKILL, ArtifactFamily.PROMPT)
         self.check_expected_revision(expected_revision)
         self._revised(revision=self.head_revision + 1,
                       content=validate_content(self.family, content), lineage=lineage,
@@ -247,7 +274,7 @@ class Artifact(Aggregate):
     def add_entry(self, entry_id: str, kind: str, text: str, sources: Sequence[SourceRef],
                   artifacts: Sequence[ArtifactRef], expected_revision: int | None = None,
                   ) -> EntryVersion:
-        self.check_family(MEMORY)
+        self.check_family(ArtifactFamily.MEMORY)
         check_identifier("entry_id", entry_id, ENTRY_ID_MAX, path_segment=True)
         self.check_expected_revision(expected_revision)
         if entry_id in self._entry_log:
@@ -261,7 +288,7 @@ class Artifact(Aggregate):
                      artifacts: Sequence[ArtifactRef], expected_revision: int | None = None,
                      expected_entry_version_id: str | None = None) -> EntryVersion:
         """Append a new entry version; identical content appends nothing."""
-        self.check_family(MEMORY)
+        self.check_family(ArtifactFamily.MEMORY)
         self.check_expected_revision(expected_revision)
         self.check_entry_active(entry_id)
         current = self.current_entry(entry_id)
@@ -311,11 +338,11 @@ class Artifact(Aggregate):
         versions = self.entry_versions.setdefault(entry_id, [])
         versions.append(EntryVersion(entry_id, version_id, len(versions) + 1, kind, text,
                                      tuple(sources), tuple(artifacts), content_hash, revision))
-        self._log_entry_change(revision, entry_id, version_id, ACTIVE, change)
+        self._log_entry_change(revision, entry_id, version_id, EntryStatus.ACTIVE, change)
 
     def deactivate_entry(self, entry_id: str, reason: str = "deactivated",
                          expected_revision: int | None = None) -> None:
-        self.check_family(MEMORY)
+        self.check_family(ArtifactFamily.MEMORY)
         self.check_expected_revision(expected_revision)
         self.check_entry_active(entry_id)
         self._entry_deactivated(
@@ -326,13 +353,13 @@ class Artifact(Aggregate):
     @event(EntryDeactivated)
     def _entry_deactivated(self, revision: int, entry_id: str, reason: str) -> None:
         current = self.entry_versions[entry_id][-1]
-        self._log_entry_change(revision, entry_id, current.entry_version_id, INACTIVE,
+        self._log_entry_change(revision, entry_id, current.entry_version_id, EntryStatus.INACTIVE,
                                "entry_deactivated")
 
     def reactivate_entry(self, entry_id: str, expected_revision: int | None = None) -> None:
-        self.check_family(MEMORY)
+        self.check_family(ArtifactFamily.MEMORY)
         self.check_expected_revision(expected_revision)
-        if self.entry_status(entry_id) == ACTIVE:
+        if self.entry_status(entry_id) == EntryStatus.ACTIVE:
             raise MemoryEntryActiveError(f"entry {entry_id!r} is already active",
                                          entry_id=entry_id)
         self._entry_reactivated(revision=self.head_revision + 1, entry_id=entry_id)
@@ -340,11 +367,11 @@ class Artifact(Aggregate):
     @event(EntryReactivated)
     def _entry_reactivated(self, revision: int, entry_id: str) -> None:
         current = self.entry_versions[entry_id][-1]
-        self._log_entry_change(revision, entry_id, current.entry_version_id, ACTIVE,
+        self._log_entry_change(revision, entry_id, current.entry_version_id, EntryStatus.ACTIVE,
                                "entry_reactivated")
 
     def _log_entry_change(self, revision: int, entry_id: str, version_id: str,
-                          status: str, change: str) -> None:
+                          status: EntryStatus, change: str) -> None:
         self._entry_log.setdefault(entry_id, []).append(EntryChange(revision, version_id, status))
         head = self.revisions[-1]
         self.revisions.append(ArtifactRevision(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
@@ -20,14 +21,24 @@ from domain.errors import (
     EvidenceLimitExceededError,
     InvalidCandidateError,
 )
-from domain.identity import candidate_aggregate_id, check_scope_id
-from domain.refs import EXPERIENCE, PROMPT, SKILL, ArtifactRef, Lineage
-from domain.text import check_bounded_chars, check_identifier
+from domain.ids import candidate_aggregate_id
+from domain.refs import ArtifactFamily, ArtifactRef, Lineage
+from domain.text import check_bounded_chars, check_identifier, check_scope_id
 
-PENDING = "pending"
-APPROVED = "approved"
-REJECTED = "rejected"
-CANDIDATE_FAMILIES = (EXPERIENCE, SKILL)
+
+class CandidateStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
+# ``CandidateStatus`` instead.
+PENDING: str = CandidateStatus.PENDING
+APPROVED: str = CandidateStatus.APPROVED
+REJECTED: str = CandidateStatus.REJECTED
+
+CANDIDATE_FAMILIES = (ArtifactFamily.EXPERIENCE, ArtifactFamily.SKILL)
 MAX_CANDIDATE_EVIDENCE = 32
 REASON_MAX_CHARS = 2_000
 PRINCIPAL_MAX = 256
@@ -56,12 +67,12 @@ def check_envelope(family: str, target: ArtifactRef | None, lineage: Lineage) ->
             f"a candidate needs 1-{MAX_CANDIDATE_EVIDENCE} references", count=len(lineage),
             limit=MAX_CANDIDATE_EVIDENCE,
         )
-    if all(ref.family == PROMPT for ref in lineage.artifacts) and not (
+    if all(ref.family == ArtifactFamily.PROMPT for ref in lineage.artifacts) and not (
         lineage.sources or lineage.memory_citations
     ):
         raise InvalidCandidateError("a candidate needs at least one exact non-Prompt reference",
                                     field="artifacts")
-    if lineage.memory_citations and family != EXPERIENCE:
+    if lineage.memory_citations and family != ArtifactFamily.EXPERIENCE:
         raise InvalidCandidateError("only experience candidates may cite memory entries",
                                     field="memory_citations")
 
@@ -125,12 +136,12 @@ class Candidate(Aggregate):
                  run_id: str | None) -> None:
         self.scope_id = scope_id
         self.candidate_id = candidate_id
-        self.family = family
+        self.family = ArtifactFamily(family)
         self.target = target
         self.proposer = proposer
         self.run_id = run_id
         self.versions = [CandidateVersion(1, dict(proposal), lineage, reason, proposer)]
-        self.status = PENDING
+        self.status = CandidateStatus.PENDING
         self.approved_version: int | None = None
         self.result: ArtifactRef | None = None
         self.decision_reason: str | None = None
@@ -147,9 +158,9 @@ class Candidate(Aggregate):
         return self.current.version
 
     def check_pending_at(self, expected_version: int) -> None:
-        if self.status != PENDING:
+        if self.status != CandidateStatus.PENDING:
             raise CandidateTerminalError(f"candidate {self.candidate_id} is {self.status}",
-                                         status=self.status)
+                                         status=self.status.value)
         if expected_version != self.candidate_version:
             raise CandidateConflictError(
                 f"candidate {self.candidate_id} is at version {self.candidate_version}",
@@ -177,7 +188,7 @@ class Candidate(Aggregate):
 
     def check_approval_version(self, expected_version: int) -> None:
         """Pending at ``expected_version``; approved at another version is a conflict."""
-        if self.status == APPROVED:
+        if self.status == CandidateStatus.APPROVED:
             raise CandidateConflictError(
                 f"candidate {self.candidate_id} was approved at version {self.approved_version}",
                 expected=expected_version, current=self.approved_version,
@@ -186,7 +197,7 @@ class Candidate(Aggregate):
 
     def approve(self, expected_version: int, result: ArtifactRef, approver: str) -> bool:
         """Record approval; ``False`` when this exact version was already approved."""
-        if self.status == APPROVED and self.approved_version == expected_version:
+        if self.status == CandidateStatus.APPROVED and self.approved_version == expected_version:
             return False
         self.check_approval_version(expected_version)
         self._approved(version=expected_version, result=result,
@@ -195,7 +206,7 @@ class Candidate(Aggregate):
 
     @event(Approved)
     def _approved(self, version: int, result: ArtifactRef, approver: str) -> None:
-        self.status = APPROVED
+        self.status = CandidateStatus.APPROVED
         self.approved_version = self.decided_version = version
         self.decided_by = approver
         self.result = result
@@ -203,7 +214,7 @@ class Candidate(Aggregate):
 
     def reject(self, expected_version: int, reason: str, reviewer: str) -> bool:
         """Record rejection; ``False`` when this version was already rejected for this reason."""
-        if (self.status == REJECTED and self.decided_version == expected_version
+        if (self.status == CandidateStatus.REJECTED and self.decided_version == expected_version
                 and self.decision_reason == reason):
             return False
         self.check_pending_at(expected_version)
@@ -214,7 +225,7 @@ class Candidate(Aggregate):
 
     @event(Rejected)
     def _rejected(self, version: int, reason: str, reviewer: str) -> None:
-        self.status = REJECTED
+        self.status = CandidateStatus.REJECTED
         self.decision_reason = reason
         self.decided_version = version
         self.decided_by = reviewer
@@ -226,10 +237,10 @@ class Candidate(Aggregate):
         A new Skill rests only on Experiences (and Prompts); a Skill replacement also names its
         target and keeps at least one Source.
         """
-        if self.family != SKILL:
+        if self.family != ArtifactFamily.SKILL:
             return
         lineage = self.current.lineage
-        allowed = {EXPERIENCE, PROMPT}
+        allowed = {ArtifactFamily.EXPERIENCE, ArtifactFamily.PROMPT}
         others = [ref for ref in lineage.artifacts
                   if ref.family not in allowed and ref != self.target]
         if others:

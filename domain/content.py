@@ -11,8 +11,8 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from domain.canonical import canonical_json, sha256_hex
 from domain.errors import InvalidContentError, InvalidTextError
-from domain.identity import canonical_json, sha256_hex
 from domain.refs import EXPERIENCE, MEMORY, PROMPT, SKILL, ArtifactRef, SourceRef, normalise
 from domain.text import check_bounded_chars, check_text, is_plain_json
 

@@ -3,8 +3,8 @@
 ``parse_plan`` is the anchor's validation chain for model output, items 1 (structured parse,
 including the plan's own rules) and 3 (operation/intent compatibility). Item 2 (usage and
 budget) sits between them and belongs to the caller, which has the usage; item 4 (evidence
-selection) needs the manifest and is ``domain.evidence.select_evidence``. Every violation is
-``invalid_generation_output`` with the offending field in ``details.field``.
+selection) needs the manifest and is ``domain.evidence.selection.select_evidence``. Every
+violation is ``invalid_generation_output`` with the offending field in ``details.field``.
 
 ``plan_json_schema`` is the same shape as a strict JSON schema for structured outputs: every
 property required, optional values nullable, no additional properties anywhere.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from domain.content import (
@@ -23,22 +24,35 @@ from domain.content import (
     SKILL_VALIDATION_MAX_ITEMS,
     validate_content,
 )
-from domain.dream_request import DERIVE_SKILL, OPERATIONS, REFINE_EXPERIENCE
-from domain.dream_run import NEEDS_EVIDENCE, NO_CHANGE, OUTCOMES, PROPOSED
+from domain.dream_request import OPERATIONS, DreamOperation
+from domain.dream_run import OUTCOMES, RunOutcome
 from domain.errors import DomainError, InvalidGenerationOutputError
-from domain.refs import EXPERIENCE, SKILL
+from domain.refs import ArtifactFamily
 from domain.text import check_bounded_chars
 
 REASON_MAX_CHARS = 2_000
 MAX_PLAN_EVIDENCE_IDS = 32
 
-CREATE = "create"
-CORROBORATE = "corroborate"
-REFINE = "refine"
-CORRECT = "correct"
-DERIVE = "derive"
-INTENTS = (CREATE, CORROBORATE, REFINE, CORRECT, DERIVE)
-REPLACEMENT_INTENTS = (CORROBORATE, REFINE, CORRECT)
+
+class Intent(StrEnum):
+    """What a proposal does to its target (or that it creates one)."""
+
+    CREATE = "create"
+    CORROBORATE = "corroborate"
+    REFINE = "refine"
+    CORRECT = "correct"
+    DERIVE = "derive"
+
+
+INTENTS = tuple(Intent)
+REPLACEMENT_INTENTS = (Intent.CORROBORATE, Intent.REFINE, Intent.CORRECT)
+# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
+# ``Intent`` instead.
+CREATE: str = Intent.CREATE
+CORROBORATE: str = Intent.CORROBORATE
+REFINE: str = Intent.REFINE
+CORRECT: str = Intent.CORRECT
+DERIVE: str = Intent.DERIVE
 
 PLAN_FIELDS = ("outcome", "reason", "intent", "proposal", "evidence_ids")
 _REQUIRED_FIELDS = ("outcome", "reason")
@@ -48,6 +62,7 @@ __all__ = [
     "MAX_PLAN_EVIDENCE_IDS",
     "PLAN_JSON_SCHEMA",
     "DreamPlan",
+    "Intent",
     "allowed_intents",
     "parse_plan",
     "plan_json_schema",
@@ -58,14 +73,15 @@ __all__ = [
 class DreamPlan:
     """A validated plan. ``proposal`` is the family's normalised content (or None)."""
 
-    outcome: str
+    outcome: RunOutcome
     reason: str
-    intent: str | None
+    intent: Intent | None
     proposal: dict[str, Any] | None
     evidence_ids: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "reason": self.reason, "intent": self.intent,
+        return {"outcome": self.outcome.value, "reason": self.reason,
+                "intent": None if self.intent is None else self.intent.value,
                 "proposal": self.proposal, "evidence_ids": list(self.evidence_ids)}
 
 
@@ -73,19 +89,20 @@ def _invalid(message: str, field: str, **details: Any) -> InvalidGenerationOutpu
     return InvalidGenerationOutputError(message, field=field, **details)
 
 
-def _family(operation: str) -> str:
-    if operation == REFINE_EXPERIENCE:
-        return EXPERIENCE
-    if operation == DERIVE_SKILL:
-        return SKILL
-    raise ValueError(f"unknown Dream operation {operation!r}; expected one of {OPERATIONS}")
+def _family(operation: str) -> ArtifactFamily:
+    if operation == DreamOperation.REFINE_EXPERIENCE:
+        return ArtifactFamily.EXPERIENCE
+    if operation == DreamOperation.DERIVE_SKILL:
+        return ArtifactFamily.SKILL
+    expected = tuple(map(str, OPERATIONS))
+    raise ValueError(f"unknown Dream operation {operation!r}; expected one of {expected}")
 
 
-def allowed_intents(operation: str, *, has_target: bool) -> tuple[str, ...]:
+def allowed_intents(operation: str, *, has_target: bool) -> tuple[Intent, ...]:
     """Intents compatible with the operation (anchor §3.3 item 3)."""
-    if _family(operation) == SKILL:
-        return (DERIVE,)
-    return REPLACEMENT_INTENTS if has_target else (CREATE,)
+    if _family(operation) == ArtifactFamily.SKILL:
+        return (Intent.DERIVE,)
+    return REPLACEMENT_INTENTS if has_target else (Intent.CREATE,)
 
 
 # -- item 1: structured parse --------------------------------------------------------------------
@@ -108,10 +125,10 @@ def _check_fields(plan: Mapping[str, Any]) -> None:
             raise _invalid(f"{name} is required", name)
 
 
-def _outcome(value: object) -> str:
+def _outcome(value: object) -> RunOutcome:
     if not isinstance(value, str) or value not in OUTCOMES:
         raise _invalid(f"outcome must be one of {', '.join(OUTCOMES)}", "outcome")
-    return value
+    return RunOutcome(value)
 
 
 def _reason(value: object) -> str:
@@ -121,10 +138,12 @@ def _reason(value: object) -> str:
         raise _invalid(error.message, "reason", cause=error.code) from error
 
 
-def _intent(value: object) -> str | None:
-    if value is not None and (not isinstance(value, str) or value not in INTENTS):
+def _intent(value: object) -> Intent | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in INTENTS:
         raise _invalid(f"intent must be null or one of {', '.join(INTENTS)}", "intent")
-    return value
+    return Intent(value)
 
 
 def _evidence_ids(value: object) -> tuple[str, ...]:
@@ -141,10 +160,10 @@ def _evidence_ids(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _check_outcome_shape(outcome: str, intent: str | None, proposal: object,
+def _check_outcome_shape(outcome: RunOutcome, intent: Intent | None, proposal: object,
                          evidence_ids: tuple[str, ...]) -> None:
     """Proposal, intent and at least one evidence id iff proposed; nothing else otherwise."""
-    if outcome == PROPOSED:
+    if outcome == RunOutcome.PROPOSED:
         if intent is None:
             raise _invalid("a proposed plan needs an intent", "intent")
         if proposal is None:
@@ -163,18 +182,18 @@ def _check_outcome_shape(outcome: str, intent: str | None, proposal: object,
 # -- item 3: operation compatibility -------------------------------------------------------------
 
 
-def _check_intent(intent: str, operation: str, has_target: bool) -> None:
+def _check_intent(intent: Intent, operation: str, has_target: bool) -> None:
     allowed = allowed_intents(operation, has_target=has_target)
     if intent not in allowed:
         where = "with a target" if has_target else "without a target"
         raise _invalid(f"{operation} {where} allows intent {' or '.join(allowed)}, not {intent}",
-                       "intent", allowed=list(allowed))
+                       "intent", allowed=[allowed_intent.value for allowed_intent in allowed])
 
 
 def _proposal(raw: object, operation: str) -> dict[str, Any]:
     proposal = _object(raw, "proposal")
     family = _family(operation)
-    if family == SKILL and "package" in proposal:
+    if family == ArtifactFamily.SKILL and "package" in proposal:
         raise _invalid("a Dream Skill is instruction-only: proposal.package must be absent",
                        "proposal.package")
     try:
@@ -198,7 +217,7 @@ def parse_plan(raw: object, *, operation: str, has_target: bool) -> DreamPlan:
     evidence_ids = _evidence_ids(plan.get("evidence_ids"))
     raw_proposal = plan.get("proposal")
     _check_outcome_shape(outcome, intent, raw_proposal, evidence_ids)
-    if outcome != PROPOSED:
+    if outcome != RunOutcome.PROPOSED:
         return DreamPlan(outcome, reason, None, None, ())
     assert intent is not None  # _check_outcome_shape: a proposed plan has an intent
     _check_intent(intent, operation, has_target)
@@ -244,12 +263,15 @@ def _skill_schema() -> dict[str, Any]:
 
 def plan_json_schema(operation: str) -> dict[str, Any]:
     """A fresh strict schema for ``operation``'s plan (OpenAI strict structured outputs)."""
-    family_schema = _experience_schema() if _family(operation) == EXPERIENCE else _skill_schema()
-    intents = [DERIVE] if operation == DERIVE_SKILL else [CREATE, *REPLACEMENT_INTENTS]
+    family = _family(operation)
+    family_schema = _experience_schema() if family == ArtifactFamily.EXPERIENCE else _skill_schema()
+    intents = ([Intent.DERIVE] if family == ArtifactFamily.SKILL
+               else [Intent.CREATE, *REPLACEMENT_INTENTS])
     return _strict_object({
-        "outcome": {"type": "string", "enum": [PROPOSED, NO_CHANGE, NEEDS_EVIDENCE]},
+        "outcome": {"type": "string", "enum": [outcome.value for outcome in RunOutcome]},
         "reason": _text(f"Concise, trimmed, at most {REASON_MAX_CHARS} characters."),
-        "intent": {"anyOf": [{"type": "string", "enum": intents}, {"type": "null"}],
+        "intent": {"anyOf": [{"type": "string", "enum": [intent.value for intent in intents]},
+                             {"type": "null"}],
                    "description": "Required when proposed; null otherwise."},
         "proposal": {"anyOf": [family_schema, {"type": "null"}],
                      "description": "Required when proposed; null otherwise."},

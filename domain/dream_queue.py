@@ -1,22 +1,44 @@
 """DreamQueue: a scope's unfinished runs, so admission can hold the per-scope capacity exactly.
 
 Admission and every terminal transition write to it in the same ``save()`` as the run, so the
-count can never drift from the runs themselves.
+count can never drift from the runs themselves. Queues are snapshotted: ``class_version`` and
+``upcast_v1_v2`` keep snapshots of the earlier state shape loadable.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.errors import CapacityExceededError, ScopeBusyError
-from domain.identity import aggregate_id, check_scope_id
+from domain.dream_request import OPERATIONS, DreamOperation
+from domain.errors import (
+    CapacityExceededError,
+    InvalidRequestError,
+    RunNotPendingError,
+    ScopeBusyError,
+)
+from domain.ids import aggregate_id
+from domain.snapshots import TypedSnapshot
+from domain.text import check_scope_id
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The run holding an operation's single-flight slot, and until when."""
+
+    run_id: str
+    lease_expires_at: datetime
 
 
 class DreamQueue(Aggregate):
+    # Version 2 of the snapshot state: ``running`` holds ``Lease``s, operations are enums.
+    class_version = 2
+    Snapshot = TypedSnapshot
+
     class Opened(Aggregate.Created):
         scope_id: str
 
@@ -50,11 +72,27 @@ class DreamQueue(Aggregate):
     @event(Opened)
     def __init__(self, scope_id: str) -> None:
         self.scope_id = scope_id
-        self.pending: dict[str, str] = {}  # run id -> operation, in admission order
-        # operation -> {"run_id", "lease_expires_at"}: plain values so snapshots round-trip
-        self.running: dict[str, dict[str, Any]] = {}
+        self.pending: dict[str, DreamOperation] = {}  # run id -> operation, in admission order
+        self.running: dict[DreamOperation, Lease] = {}
+
+    @staticmethod
+    def retype_state(state: dict[str, Any]) -> None:
+        """A snapshot gives the operations back as plain strings (see ``domain.snapshots``)."""
+        state["pending"] = {run_id: DreamOperation(operation)
+                            for run_id, operation in state["pending"].items()}
+        state["running"] = {DreamOperation(operation): lease
+                            for operation, lease in state["running"].items()}
+
+    @classmethod
+    def upcast_v1_v2(cls, state: dict[str, Any]) -> None:
+        """Version 1 held each lease as a ``{"run_id", "lease_expires_at"}`` dict."""
+        state["running"] = {operation: Lease(holder["run_id"], holder["lease_expires_at"])
+                            for operation, holder in state["running"].items()}
+        cls.retype_state(state)
 
     def admit(self, run_id: str, operation: str, max_pending: int) -> None:
+        if operation not in OPERATIONS:
+            raise InvalidRequestError(f"unknown operation {operation!r}", field="operation")
         if len(self.pending) >= max_pending:
             raise CapacityExceededError(
                 f"scope {self.scope_id} already has {len(self.pending)} unfinished runs",
@@ -63,35 +101,42 @@ class DreamQueue(Aggregate):
 
     @event(RunAdmitted)
     def _run_admitted(self, run_id: str, operation: str) -> None:
-        self.pending[run_id] = operation
+        self.pending[run_id] = DreamOperation(operation)
 
     def start(self, run_id: str, now: datetime, lease_expires_at: datetime) -> None:
         """Single flight per scope and operation: one running run, unless its lease expired."""
-        operation = self.pending[run_id]
+        operation = self.pending.get(run_id)
+        if operation is None:
+            raise RunNotPendingError(f"run {run_id} is not pending in scope {self.scope_id}",
+                                     run_id=run_id)
         holder = self.running.get(operation)
-        if holder is not None and holder["run_id"] != run_id and now < holder["lease_expires_at"]:
-            raise ScopeBusyError(f"run {holder['run_id']} is already running {operation} here",
-                                 run_id=holder["run_id"], operation=operation)
+        if holder is not None and holder.run_id != run_id and now < holder.lease_expires_at:
+            raise ScopeBusyError(f"run {holder.run_id} is already running {operation} here",
+                                 run_id=holder.run_id, operation=operation.value)
         self._run_started(run_id=run_id, operation=operation,
                           lease_expires_at=lease_expires_at)
 
     @event(RunStarted)
     def _run_started(self, run_id: str, operation: str, lease_expires_at: datetime) -> None:
-        self.running[operation] = {"run_id": run_id, "lease_expires_at": lease_expires_at}
+        self.running[DreamOperation(operation)] = Lease(run_id, lease_expires_at)
+
+    def _slot_of(self, run_id: str) -> DreamOperation | None:
+        """The operation whose single-flight slot ``run_id`` holds, if it holds one."""
+        operation = self.pending.get(run_id)
+        lease = None if operation is None else self.running.get(operation)
+        return operation if lease is not None and lease.run_id == run_id else None
 
     def renew(self, run_id: str, lease_expires_at: datetime) -> bool:
         """Extend the single-flight hold of a running run whose attempt renewed its lease;
         ``False`` when the run does not hold it (nothing to extend)."""
-        operation = self.pending.get(run_id)
-        if operation is None or self.running.get(operation, {}).get("run_id") != run_id:
+        if self._slot_of(run_id) is None:
             return False
         self._run_lease_renewed(run_id=run_id, lease_expires_at=lease_expires_at)
         return True
 
     @event(RunLeaseRenewed)
     def _run_lease_renewed(self, run_id: str, lease_expires_at: datetime) -> None:
-        self.running[self.pending[run_id]] = {"run_id": run_id,
-                                              "lease_expires_at": lease_expires_at}
+        self.running[self.pending[run_id]] = Lease(run_id, lease_expires_at)
 
     def requeue(self, run_id: str) -> None:
         self._run_requeued(run_id=run_id)
@@ -101,8 +146,8 @@ class DreamQueue(Aggregate):
         self._release(run_id)
 
     def _release(self, run_id: str) -> None:
-        operation = self.pending.get(run_id)
-        if operation is not None and self.running.get(operation, {}).get("run_id") == run_id:
+        operation = self._slot_of(run_id)
+        if operation is not None:
             del self.running[operation]
 
     def finish(self, run_id: str) -> bool:

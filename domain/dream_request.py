@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from domain.canonical import digest
 from domain.errors import (
     DomainError,
     EvidenceLimitExceededError,
@@ -19,13 +21,21 @@ from domain.errors import (
     InvalidTargetError,
     raise_violations,
 )
-from domain.identity import digest
-from domain.refs import EXPERIENCE, ArtifactRef, MemoryCitation, SourceRef, normalise
+from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef, normalise
 from domain.text import check_identifier
 
-REFINE_EXPERIENCE = "refine_experience"
-DERIVE_SKILL = "derive_skill"
-OPERATIONS = (REFINE_EXPERIENCE, DERIVE_SKILL)
+
+class DreamOperation(StrEnum):
+    REFINE_EXPERIENCE = "refine_experience"
+    DERIVE_SKILL = "derive_skill"
+
+
+OPERATIONS = tuple(DreamOperation)
+# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
+# ``DreamOperation`` instead.
+REFINE_EXPERIENCE: str = DreamOperation.REFINE_EXPERIENCE
+DERIVE_SKILL: str = DreamOperation.DERIVE_SKILL
+
 MAX_SELECTED = 20
 MAX_REFERENCES = 32
 IDEMPOTENCY_KEY_MAX = 128
@@ -33,7 +43,7 @@ IDEMPOTENCY_KEY_MAX = 128
 
 @dataclass(frozen=True)
 class DreamRequest:
-    operation: str
+    operation: DreamOperation
     idempotency_key: str
     artifacts: tuple[ArtifactRef, ...] = ()
     memory_citations: tuple[MemoryCitation, ...] = ()
@@ -53,29 +63,17 @@ class DreamRequest:
         indexed in the order given.
         """
         given = _Given(tuple(artifacts), tuple(memory_citations), tuple(sources))
-        request = cls(operation, idempotency_key, normalise(given.artifacts),
-                      normalise(given.memory_citations), normalise(given.sources), target)
+        chosen = _Given(normalise(given.artifacts), normalise(given.memory_citations),
+                        normalise(given.sources))
         raise_violations([*given.violations(operation, idempotency_key, target),
-                          *request._selection_violations()])
-        return request
-
-    def _selection_violations(self) -> Iterator[DomainError]:
-        selected = len(self.artifacts) + len(self.memory_citations)
-        if not 1 <= selected <= MAX_SELECTED:
-            yield EvidenceLimitExceededError(
-                f"select 1-{MAX_SELECTED} experiences and memory citations",
-                field="artifacts", selected=selected, limit=MAX_SELECTED)
-        if selected + len(self.sources) > MAX_REFERENCES:
-            yield EvidenceLimitExceededError(
-                f"at most {MAX_REFERENCES} references in all", field="sources",
-                total=selected + len(self.sources), limit=MAX_REFERENCES)
-        if self.operation == DERIVE_SKILL:
-            yield from _derive_skill_violations(self)
+                          *chosen.selection_violations(operation, target)])
+        return cls(DreamOperation(operation), idempotency_key, chosen.artifacts,
+                   chosen.memory_citations, chosen.sources, target)
 
     def to_dict(self) -> dict[str, Any]:
         """The normalised request without its idempotency key: what the digest covers."""
         return {
-            "operation": self.operation,
+            "operation": self.operation.value,
             "artifacts": [ref.to_dict() for ref in self.artifacts],
             "memory_citations": [ref.to_dict() for ref in self.memory_citations],
             "sources": [ref.to_dict() for ref in self.sources],
@@ -91,7 +89,7 @@ class DreamRequest:
         """A stored request, rebuilt as admitted: it passed the rules of its day, and a later
         rule (the identifier alphabet, say) must not make a recorded run unreadable."""
         return cls(
-            data["operation"], idempotency_key,
+            DreamOperation(data["operation"]), idempotency_key,
             normalise(ArtifactRef.from_dict(a) for a in data.get("artifacts", ())),
             normalise(MemoryCitation.from_dict(c) for c in data.get("memory_citations", ())),
             normalise(SourceRef.from_dict(s) for s in data.get("sources", ())),
@@ -100,7 +98,8 @@ class DreamRequest:
 
 @dataclass(frozen=True)
 class _Given:
-    """The references as the caller gave them, so a violation names the caller's index."""
+    """A request's references: as the caller gave them, so a violation names the caller's
+    index, or normalised, to count what is selected."""
 
     artifacts: tuple[ArtifactRef, ...]
     memory_citations: tuple[MemoryCitation, ...]
@@ -113,7 +112,7 @@ class _Given:
             yield InvalidDreamOperationError(
                 f"operation must be one of {', '.join(OPERATIONS)}", field="operation")
         for index, ref in enumerate(self.artifacts):
-            if ref.family != EXPERIENCE:
+            if ref.family != ArtifactFamily.EXPERIENCE:
                 yield InvalidArtifactFamilyError("Dream artifacts must be experiences",
                                                  field=f"artifacts[{index}].family")
             yield from _refused(ref.checked, f"artifacts[{index}]")
@@ -123,6 +122,20 @@ class _Given:
             yield from _refused(source.checked, f"sources[{index}]")
         if target is not None and target not in self.artifacts:
             yield InvalidTargetError("the target must be one of the artifacts", field="target")
+
+    def selection_violations(self, operation: str, target: ArtifactRef | None,
+                             ) -> Iterator[DomainError]:
+        selected = len(self.artifacts) + len(self.memory_citations)
+        if not 1 <= selected <= MAX_SELECTED:
+            yield EvidenceLimitExceededError(
+                f"select 1-{MAX_SELECTED} experiences and memory citations",
+                field="artifacts", selected=selected, limit=MAX_SELECTED)
+        if selected + len(self.sources) > MAX_REFERENCES:
+            yield EvidenceLimitExceededError(
+                f"at most {MAX_REFERENCES} references in all", field="sources",
+                total=selected + len(self.sources), limit=MAX_REFERENCES)
+        if operation == DreamOperation.DERIVE_SKILL:
+            yield from _derive_skill_violations(self, target)
 
 
 def _refused(check: Callable[[], object], prefix: str = "") -> Iterator[DomainError]:
@@ -140,11 +153,12 @@ def _check_key(key: object) -> None:
                      error=InvalidIdempotencyKeyError)
 
 
-def _derive_skill_violations(request: DreamRequest) -> Iterator[DomainError]:
+def _derive_skill_violations(chosen: _Given, target: ArtifactRef | None,
+                             ) -> Iterator[DomainError]:
     problems = (
-        (bool(request.memory_citations), "memory_citations"),
-        (request.target is not None, "target"),
-        (not request.artifacts, "artifacts"),
+        (bool(chosen.memory_citations), "memory_citations"),
+        (target is not None, "target"),
+        (not chosen.artifacts, "artifacts"),
     )
     for failed, field in problems:
         if failed:

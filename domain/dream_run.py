@@ -5,17 +5,24 @@ failure. Each claim appends ``AttemptStarted`` with the next attempt generation;
 write names its attempt, so a superseded worker is refused (and its save would also collide on
 the aggregate version, which is the fencing token in the store). A live attempt renews its
 lease (``LeaseRenewed``) while its model call is in flight, fenced the same way.
+
+Events store the request, manifest and proposed Candidate as plain JSON; the run holds them as
+value objects (and its words as enums), parsed once when the event is applied.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from domain.canonical import sha256_hex
+from domain.dream_request import OPERATIONS, DreamOperation, DreamRequest
 from domain.errors import (
     AttemptConflictError,
     BudgetExceededError,
@@ -23,18 +30,42 @@ from domain.errors import (
     ManifestFrozenError,
     RunTerminalError,
 )
-from domain.identity import check_scope_id, dream_run_aggregate_id, sha256_hex
+from domain.evidence.manifest import EvidenceManifest
+from domain.ids import dream_run_aggregate_id
+from domain.text import check_scope_id
 
-QUEUED = "queued"
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-TERMINAL = (SUCCEEDED, FAILED)
-PROPOSED = "proposed"
-NO_CHANGE = "no_change"
-NEEDS_EVIDENCE = "needs_evidence"
-OUTCOMES = (PROPOSED, NO_CHANGE, NEEDS_EVIDENCE)
-OPERATIONS = ("refine_experience", "derive_skill")
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+class RunOutcome(StrEnum):
+    """How a succeeded run ended; only ``proposed`` comes with a Candidate."""
+
+    PROPOSED = "proposed"
+    NO_CHANGE = "no_change"
+    NEEDS_EVIDENCE = "needs_evidence"
+
+
+TERMINAL = (RunStatus.SUCCEEDED, RunStatus.FAILED)
+OUTCOMES = tuple(RunOutcome)
+# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
+# the enums instead.
+QUEUED: str = RunStatus.QUEUED
+RUNNING: str = RunStatus.RUNNING
+SUCCEEDED: str = RunStatus.SUCCEEDED
+FAILED: str = RunStatus.FAILED
+PROPOSED: str = RunOutcome.PROPOSED
+NO_CHANGE: str = RunOutcome.NO_CHANGE
+NEEDS_EVIDENCE: str = RunOutcome.NEEDS_EVIDENCE
+
 # A failed run's human reason, by its error code. Fixed sentences: never provider output or
 # evidence text, which a run's viewer may not be allowed to read.
 FAILURE_REASONS = {
@@ -65,6 +96,21 @@ def failure_reason(error: str) -> str:
 def _add_known(total: int | None, value: int | None) -> int | None:
     """Unknown stays unknown: a sum with an unknown term is unknown, never zero."""
     return None if total is None or value is None else total + value
+
+
+@dataclass(frozen=True)
+class ProposedCandidate:
+    """The Candidate version a run proposed; its ``Succeeded`` event stores ``to_dict()``."""
+
+    candidate_id: str
+    version: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"candidate_id": self.candidate_id, "version": self.version}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProposedCandidate:
+        return cls(candidate_id=data["candidate_id"], version=data["version"])
 
 
 class DreamRun(Aggregate):
@@ -146,30 +192,31 @@ class DreamRun(Aggregate):
                  accepted_at: datetime) -> None:
         self.scope_id = scope_id
         self.run_id = run_id
-        self.operation = operation
+        self.operation = DreamOperation(operation)
         self.requester = requester
         self.principal_key = principal_key
         self.idempotency_key = idempotency_key
-        self.request = dict(request)
+        # Parsed once here, as admitted (the event keeps the plain dict).
+        self.request = DreamRequest.from_dict(request, idempotency_key)
         self.request_digest = request_digest
         self.budget = dict(budget)
         self.prompt_version = prompt_version
         self.accepted_at = accepted_at
-        self.status = QUEUED
+        self.status = RunStatus.QUEUED
         self.attempt = 0
         self.started_at: datetime | None = None
         self.deadline_at: datetime | None = None
         self.lease_expires_at: datetime | None = None
         self.model_config_id: str | None = None
-        self.manifest: dict[str, Any] | None = None
+        self.manifest: EvidenceManifest | None = None
         self.manifest_digest: str | None = None
         self.model_calls = 0
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.usage_reported = False
-        self.outcome: str | None = None
+        self.outcome: RunOutcome | None = None
         self.reason: str | None = None
-        self.candidate: dict[str, Any] | None = None
+        self.candidate: ProposedCandidate | None = None
         self.reused = False
         self.error: str | None = None
         self.completed_at: datetime | None = None
@@ -177,7 +224,7 @@ class DreamRun(Aggregate):
 
     @property
     def terminal(self) -> bool:
-        return self.status in TERMINAL
+        return self.status.terminal
 
     @property
     def attempt_count(self) -> int:
@@ -187,22 +234,22 @@ class DreamRun(Aggregate):
 
     def check_not_terminal(self) -> None:
         if self.terminal:
-            raise RunTerminalError(f"run {self.run_id} is {self.status}", status=self.status)
+            raise RunTerminalError(f"run {self.run_id} is {self.status}", status=self.status.value)
 
     def check_attempt(self, attempt: int) -> None:
         """The fencing check: only the current attempt of a running run may write."""
         self.check_not_terminal()
-        if self.status != RUNNING or attempt != self.attempt:
+        if self.status != RunStatus.RUNNING or attempt != self.attempt:
             raise AttemptConflictError(
                 f"attempt {attempt} of run {self.run_id} is not current",
-                attempt=attempt, current=self.attempt, status=self.status,
+                attempt=attempt, current=self.attempt, status=self.status.value,
             )
 
     def claimable(self, now: datetime) -> bool:
         """Queued, or running with an expired lease (a crashed worker's run)."""
-        if self.status == QUEUED:
+        if self.status == RunStatus.QUEUED:
             return True
-        return (self.status == RUNNING and self.lease_expires_at is not None
+        return (self.status == RunStatus.RUNNING and self.lease_expires_at is not None
                 and now >= self.lease_expires_at)
 
     # -- attempts ----------------------------------------------------------------------------
@@ -212,7 +259,7 @@ class DreamRun(Aggregate):
         self.check_not_terminal()
         if not self.claimable(now):
             raise AttemptConflictError(f"run {self.run_id} is held by attempt {self.attempt}",
-                                       attempt=self.attempt, status=self.status)
+                                       attempt=self.attempt, status=self.status.value)
         out_of_time = self.deadline_at is not None and now >= self.deadline_at
         if out_of_time or self.attempt >= self.budget["max_model_calls"]:
             self._failed(attempt=self.attempt, error=BudgetExceededError.code, completed_at=now,
@@ -231,7 +278,7 @@ class DreamRun(Aggregate):
     @event(AttemptStarted)
     def _attempt_started(self, attempt: int, started_at: datetime, deadline_at: datetime,
                          model_config_id: str, lease_expires_at: datetime) -> None:
-        self.status = RUNNING
+        self.status = RunStatus.RUNNING
         self.attempt = attempt
         self.started_at = started_at
         self.deadline_at = deadline_at
@@ -265,7 +312,7 @@ class DreamRun(Aggregate):
     @event(ManifestFrozen)
     def _manifest_frozen(self, attempt: int, manifest: dict[str, Any],
                          manifest_digest: str) -> None:
-        self.manifest = dict(manifest)
+        self.manifest = EvidenceManifest.from_dict(manifest)
         self.manifest_digest = manifest_digest
 
     def count_model_call(self, attempt: int) -> None:
@@ -310,7 +357,7 @@ class DreamRun(Aggregate):
 
     @event(Requeued)
     def _requeued(self, attempt: int, code: str) -> None:
-        self.status = QUEUED
+        self.status = RunStatus.QUEUED
         self.lease_expires_at = None
         self.last_requeue_code = code
 
@@ -322,7 +369,7 @@ class DreamRun(Aggregate):
         self.check_attempt(attempt)
         if outcome not in OUTCOMES:
             raise InvalidRequestError(f"unknown outcome {outcome!r}", field="outcome")
-        if (candidate is not None) != (outcome == PROPOSED):
+        if (candidate is not None) != (outcome == RunOutcome.PROPOSED):
             raise InvalidRequestError("a candidate accompanies exactly the proposed outcome",
                                       field="candidate")
         self._succeeded(attempt=attempt, outcome=outcome, reason=reason,
@@ -333,10 +380,11 @@ class DreamRun(Aggregate):
     def _succeeded(self, attempt: int, outcome: str, reason: str,
                    candidate: dict[str, Any] | None, reused: bool,
                    completed_at: datetime) -> None:
-        self.status = SUCCEEDED
-        self.outcome = outcome
+        proposed = None if candidate is None else ProposedCandidate.from_dict(candidate)
+        self.status = RunStatus.SUCCEEDED
+        self.outcome = RunOutcome(outcome)
         self.reason = reason
-        self.candidate = None if candidate is None else dict(candidate)
+        self.candidate = proposed
         self.reused = reused
         self.completed_at = completed_at
         self.lease_expires_at = None
@@ -350,7 +398,7 @@ class DreamRun(Aggregate):
     @event(Failed)
     def _failed(self, attempt: int, error: str, completed_at: datetime,
                 reason: str | None = None) -> None:
-        self.status = FAILED
+        self.status = RunStatus.FAILED
         self.error = error
         self.reason = reason or failure_reason(error)
         self.completed_at = completed_at

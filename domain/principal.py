@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -11,19 +10,15 @@ from eventsourcing.domain import Aggregate, event
 from domain.errors import (
     InvalidExpiryError,
     TokenExpiredError,
-    TokenNotFoundError,
     UnauthorizedError,
 )
-from domain.identity import aggregate_id
+from domain.ids import TOKEN_ID_PREFIX, aggregate_id
 from domain.text import check_identifier, check_label
 
 PRINCIPAL_MAX = 256
 TOKEN_LABEL_MAX = 128
 # Principals and tokens are deployment-wide; "*" can never be a scope id.
 GLOBAL = "*"
-# A token's public name: its aggregate id, which no one can turn back into the secret.
-TOKEN_ID_PREFIX = "tok_"
-_TOKEN_ID = re.compile(r"tok_([0-9a-f]{32})")
 MAX_TOKEN_LIFETIME = timedelta(days=3660)  # ten years: beyond that, leave it unset
 
 
@@ -49,14 +44,6 @@ def token_expiry(now: datetime, expires_in_seconds: int | None = None,
         raise InvalidExpiryError("expires_at must be in the future and within ten years",
                                  field="expires_at")
     return expires_at
-
-
-def token_aggregate_id(token_id: str) -> UUID:
-    """The aggregate behind a public token id; ``token_not_found`` for anything else."""
-    match = _TOKEN_ID.fullmatch(token_id)
-    if match is None:
-        raise TokenNotFoundError("no such token", token_id=token_id)
-    return UUID(hex=match.group(1))
 
 
 class Principal(Aggregate):

@@ -13,7 +13,8 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.identity import aggregate_id, digest
+from domain.canonical import digest
+from domain.ids import aggregate_id
 
 
 def proposal_fingerprint(operation: str, target: Mapping[str, Any] | None,

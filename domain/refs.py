@@ -4,21 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Self, TypeVar
 
+from domain.canonical import canonical_json
 from domain.errors import (
     InvalidArtifactFamilyError,
     InvalidIdentifierError,
     InvalidMemoryCitationError,
 )
-from domain.identity import canonical_json
 from domain.text import check_identifier, check_recorded_identifier
 
-MEMORY = "memory"
-EXPERIENCE = "experience"
-SKILL = "skill"
-PROMPT = "prompt"
-FAMILIES = (MEMORY, EXPERIENCE, SKILL, PROMPT)
+
+class ArtifactFamily(StrEnum):
+    MEMORY = "memory"
+    EXPERIENCE = "experience"
+    SKILL = "skill"
+    PROMPT = "prompt"
+
+
+FAMILIES = tuple(ArtifactFamily)
+# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
+# ``ArtifactFamily`` instead.
+MEMORY: str = ArtifactFamily.MEMORY
+EXPERIENCE: str = ArtifactFamily.EXPERIENCE
+SKILL: str = ArtifactFamily.SKILL
+PROMPT: str = ArtifactFamily.PROMPT
 
 ARTIFACT_ID_MAX = 128
 SOURCE_TYPE_MAX = 128
@@ -26,12 +37,12 @@ SOURCE_ID_MAX = 256
 ENTRY_ID_MAX = 128
 
 
-def check_family(family: object, field_name: str = "family") -> str:
+def check_family(family: object, field_name: str = "family") -> ArtifactFamily:
     if family not in FAMILIES:
         raise InvalidArtifactFamilyError(
             f"{field_name} must be one of {', '.join(FAMILIES)}", field=field_name, value=family
         )
-    return str(family)
+    return ArtifactFamily(str(family))
 
 
 def check_revision(revision: object, field_name: str = "revision") -> int:
@@ -69,12 +80,13 @@ class SourceRef:
 
 @dataclass(frozen=True)
 class ArtifactRef:
-    family: str
+    family: ArtifactFamily
     artifact_id: str
     revision: int
 
     def __post_init__(self) -> None:
-        check_family(self.family)
+        # A stored ref decodes its family as a plain string: give it back its type.
+        object.__setattr__(self, "family", check_family(self.family))
         check_recorded_identifier("artifact_id", self.artifact_id, ARTIFACT_ID_MAX,
                                   path_segment=True)
         check_revision(self.revision)
@@ -84,7 +96,8 @@ class ArtifactRef:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "artifact_id": self.artifact_id, "revision": self.revision}
+        return {"family": self.family.value, "artifact_id": self.artifact_id,
+                "revision": self.revision}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ArtifactRef:
@@ -104,7 +117,7 @@ class MemoryCitation:
     entry_version_id: str
 
     def __post_init__(self) -> None:
-        if self.memory_ref.family != MEMORY:
+        if self.memory_ref.family != ArtifactFamily.MEMORY:
             raise InvalidMemoryCitationError(
                 "memory_ref.family must be memory", field="memory_ref.family"
             )

@@ -8,12 +8,12 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.access import GRANTED, REVOKED, ROLE_PERMISSIONS, Resource, has_any_access, permits
+from domain.access import ReadDecision, Resource, Role, has_any_access, permits
 from domain.errors import InvalidRoleError, InvalidSettingsError
-from domain.identity import check_scope_id, scope_aggregate_id
-from domain.text import check_identifier
+from domain.ids import scope_aggregate_id
+from domain.text import check_identifier, check_scope_id
 
-ROLES = tuple(ROLE_PERMISSIONS)
+ROLES = tuple(Role)
 PRINCIPAL_MAX = 256
 
 # Setting name -> (minimum, maximum). Budgets may only tighten the anchor's ceilings.
@@ -54,10 +54,10 @@ def check_settings(settings: object) -> dict[str, Any]:
     return dict(sorted(checked.items()))
 
 
-def check_role(role: object) -> str:
+def check_role(role: object) -> Role:
     if role not in ROLES:
         raise InvalidRoleError(f"role must be one of {', '.join(ROLES)}", field="role")
-    return str(role)
+    return Role(str(role))
 
 
 class Scope(Aggregate):
@@ -96,8 +96,8 @@ class Scope(Aggregate):
     def __init__(self, scope_id: str, settings: dict[str, Any]) -> None:
         self.scope_id = scope_id
         self.settings = dict(settings)
-        self.roles: dict[str, frozenset[str]] = {}
-        self.read_grants: dict[str, dict[str, str]] = {}
+        self.roles: dict[str, frozenset[Role]] = {}
+        self.read_grants: dict[str, dict[str, ReadDecision]] = {}
 
     def change_settings(self, changes: Mapping[str, Any]) -> bool:
         """Merge ``changes`` into the settings; a ``None`` value restores the default."""
@@ -126,7 +126,7 @@ class Scope(Aggregate):
 
     @event(RoleGranted)
     def _role_granted(self, principal: str, role: str) -> None:
-        self.roles[principal] = self.roles.get(principal, frozenset()) | {role}
+        self.roles[principal] = self.roles.get(principal, frozenset()) | {Role(role)}
 
     def revoke_role(self, principal: str, role: str) -> bool:
         check_identifier("principal", principal, PRINCIPAL_MAX)
@@ -137,7 +137,7 @@ class Scope(Aggregate):
 
     @event(RoleRevoked)
     def _role_revoked(self, principal: str, role: str) -> None:
-        remaining = self.roles[principal] - {role}
+        remaining = self.roles[principal] - {Role(role)}
         if remaining:
             self.roles[principal] = remaining
         else:
@@ -145,10 +145,10 @@ class Scope(Aggregate):
 
     # -- access ------------------------------------------------------------------------------
 
-    def roles_of(self, principal: str) -> frozenset[str]:
+    def roles_of(self, principal: str) -> frozenset[Role]:
         return self.roles.get(principal, frozenset())
 
-    def grants_of(self, principal: str) -> dict[str, str]:
+    def grants_of(self, principal: str) -> dict[str, ReadDecision]:
         return self.read_grants.get(principal, {})
 
     def permits(self, principal: str, action: str, resource: Resource | None = None) -> bool:
@@ -160,7 +160,7 @@ class Scope(Aggregate):
     def grant_read(self, principal: str, resource: Resource) -> bool:
         """Let ``principal`` read one resource, even without a scope role."""
         check_identifier("principal", principal, PRINCIPAL_MAX)
-        if self.grants_of(principal).get(resource.key) == GRANTED:
+        if self.grants_of(principal).get(resource.key) == ReadDecision.GRANTED:
             return False
         self._read_granted(principal=principal, resource=resource.to_dict())
         return True
@@ -168,12 +168,12 @@ class Scope(Aggregate):
     @event(ReadGranted)
     def _read_granted(self, principal: str, resource: dict[str, str]) -> None:
         key = Resource.from_dict(resource).key
-        self.read_grants[principal] = {**self.grants_of(principal), key: GRANTED}
+        self.read_grants[principal] = {**self.grants_of(principal), key: ReadDecision.GRANTED}
 
     def revoke_read(self, principal: str, resource: Resource) -> bool:
         """Deny ``principal`` one resource, even when a role would allow it."""
         check_identifier("principal", principal, PRINCIPAL_MAX)
-        if self.grants_of(principal).get(resource.key) == REVOKED:
+        if self.grants_of(principal).get(resource.key) == ReadDecision.REVOKED:
             return False
         self._read_revoked(principal=principal, resource=resource.to_dict())
         return True
@@ -181,4 +181,4 @@ class Scope(Aggregate):
     @event(ReadRevoked)
     def _read_revoked(self, principal: str, resource: dict[str, str]) -> None:
         key = Resource.from_dict(resource).key
-        self.read_grants[principal] = {**self.grants_of(principal), key: REVOKED}
+        self.read_grants[principal] = {**self.grants_of(principal), key: ReadDecision.REVOKED}

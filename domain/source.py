@@ -4,19 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from domain.canonical import canonical_json, digest
 from domain.errors import InvalidContentError, InvalidRequestError, SourceWithdrawnError
-from domain.identity import canonical_json, check_scope_id, digest, source_aggregate_id
+from domain.ids import source_aggregate_id
 from domain.refs import SourceRef
-from domain.text import check_identifier, check_text, is_plain_json
+from domain.text import check_identifier, check_scope_id, check_text, is_plain_json
 
-ELIGIBLE = "eligible"
-LINEAGE_ONLY = "lineage_only"
-ELIGIBILITIES = (ELIGIBLE, LINEAGE_ONLY)
+
+class Eligibility(StrEnum):
+    """Whether a Source may be a Dream's evidence, or only recorded in lineage."""
+
+    ELIGIBLE = "eligible"
+    LINEAGE_ONLY = "lineage_only"
+
+
+ELIGIBILITIES = tuple(Eligibility)
+# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
+# ``Eligibility`` instead.
+ELIGIBLE: str = Eligibility.ELIGIBLE
+LINEAGE_ONLY: str = Eligibility.LINEAGE_ONLY
+
 SOURCE_TEXT_MAX_BYTES = 65_536
 SOURCE_PAYLOAD_MAX_BYTES = 65_536
 ATTEMPT_ID_MAX = 128
@@ -71,7 +84,8 @@ class Source(Aggregate):
 
     @classmethod
     def record(cls, scope_id: str, source_type: str, source_id: str, *, text: str | None = None,
-               payload: Mapping[str, Any] | None = None, eligibility: str = ELIGIBLE,
+               payload: Mapping[str, Any] | None = None,
+               eligibility: str = Eligibility.ELIGIBLE,
                attempt_id: str | None = None, occurred_at: datetime | None = None) -> Source:
         ref = SourceRef(source_type=source_type, source_id=source_id).checked()
         body, data = check_source_body(text, payload)
@@ -99,7 +113,7 @@ class Source(Aggregate):
         self.text: str | None = text
         self.payload: dict[str, Any] | None = dict(payload)
         self.content_hash = content_hash
-        self.eligibility = eligibility
+        self.eligibility = Eligibility(eligibility)
         self.attempt_id = attempt_id
         self.occurred_at = occurred_at
         self.withdrawn = False

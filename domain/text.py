@@ -9,6 +9,7 @@ import unicodedata
 from domain.errors import (
     DomainError,
     InvalidIdentifierError,
+    InvalidScopeIdError,
     InvalidTextError,
     JsonTooDeepError,
     TextTooLargeError,
@@ -21,6 +22,8 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 ID_ALPHABET = "A-Z a-z 0-9 . _ ~ : @ -"
 _ID_SEGMENT = re.compile(r"[A-Za-z0-9._~:@-]+")
 _DOT_SEGMENTS = frozenset({".", ".."})
+# Scope ids use a subset of the identifier alphabet (ADR-0002, ADR-0009).
+_SCOPE_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 MAX_JSON_DEPTH = 64
 """Free-form JSON values (Source payloads, Prompt parameters) nest at most this many arrays and
 objects (``{"a": [1]}`` nests 2); deeper ones are refused with ``json_too_deep``."""
@@ -42,6 +45,17 @@ def check_identifier(field: str, value: object, max_length: int = 128, *,
                 f"be '/'-separated segments of {ID_ALPHABET}, none empty, '.' or '..'")
         raise error(f"{field} must {rule}", field=field, alphabet=ID_ALPHABET)
     return text
+
+
+def check_scope_id(scope_id: object) -> str:
+    """A subset of the identifier alphabet (ADR-0009); ``.`` and ``..`` would be path steps."""
+    if (not isinstance(scope_id, str) or not _SCOPE_ID.fullmatch(scope_id)
+            or scope_id in _DOT_SEGMENTS):
+        raise InvalidScopeIdError(
+            "scope_id must be 1-128 characters of A-Z a-z 0-9 . _ : - and not '.' or '..'",
+            field="scope_id",
+        )
+    return scope_id
 
 
 def check_recorded_identifier(field: str, value: object, max_length: int = 128, *,

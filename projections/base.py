@@ -1,12 +1,13 @@
-"""Materialised views and projection specs: one transaction for rows plus tracking, per backend.
+"""Materialised views and projection specs: one transaction for rows plus tracking.
 
 A view is a library ``TrackingRecorder``. Its rows and its tracking position change in the same
 database transaction (:meth:`ProjectionView.tracked`), so each upstream event's effect is
 committed exactly once: the library's tracking upsert refuses a position that is not newer,
 which rolls the row changes back with it.
 
-The SQL of a concrete view is written once, against :class:`Dialect` (placeholders, column
-types, quoting), and runs on both SQLite and PostgreSQL.
+The SQL of a concrete view is written once, against :class:`projections.dialect.Dialect`
+(placeholders, column types), and runs on both SQLite and PostgreSQL
+(:mod:`projections.backends`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ import logging
 import re
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, fields, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import asdict, dataclass, replace
 from threading import Event
 from time import monotonic, sleep
 from typing import Any, Generic, Protocol, TypeVar, cast
@@ -34,21 +34,13 @@ from eventsourcing.persistence import (
     TrackingRecorder,
     WaitInterruptedError,
 )
-from eventsourcing.postgres import PostgresDatastore, PostgresRecorder, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
-from eventsourcing.sqlite import (
-    SQLiteConnection,
-    SQLiteConnectionPool,
-    SQLiteDatastore,
-    SQLiteTrackingRecorder,
-)
-from eventsourcing.utils import get_topic
-from psycopg.sql import SQL, Identifier
 
-from application.write_model import WriteModel
+from application.store import EventStore
+from projections.dead_letters import DEAD_LETTER_COLUMNS, DEAD_LETTERS, DeadLetter
+from projections.dialect import Columns, Dialect, Row, ViewCursor, column_names, row_values
 
 MIGRATION_ROW = "__migration__"  # the library's own tracking row; never delete it
-TRACKING_SUFFIX = "_tracking"
 FIRST_POLL_SECONDS = 0.005
 LAST_POLL_SECONDS = 0.1
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -79,40 +71,8 @@ class BatchAbortedError(Exception):
 
 
 _BATCH: ContextVar[_Batch | None] = ContextVar("view_batch", default=None)
-DEAD_LETTERS = "_dead_letters"
-DEAD_LETTER_ERROR_MAX = 2_000  # characters of the error message kept with a dead letter
 STORE_ERRORS = (PersistenceError, sqlite3.Error, psycopg.Error)
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """An event a view failed to apply: where it is, and the error it raised."""
-
-    notification_id: int
-    originator_id: str
-    originator_version: int
-    topic: str
-    error_type: str
-    error: str
-    recorded_at: int  # microseconds since the Unix epoch, UTC
-
-
-DEAD_LETTER_FIELDS = tuple(field.name for field in fields(DeadLetter))
-
-
-class ViewCursor(Protocol):
-    """What view SQL needs from a DB-API cursor (sqlite3 and psycopg both qualify)."""
-
-    def execute(self, statement: str, params: Mapping[str, Any], /) -> object: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> Any: ...
-
-
-Row = Mapping[str, Any]
 
 
 class Datastore(Protocol):
@@ -121,26 +81,6 @@ class Datastore(Protocol):
     def transaction(self, *, commit: bool) -> AbstractContextManager[Any]: ...
 
     def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """The differences between the two backends that view SQL must spell out."""
-
-    placeholder: Callable[[str], str]
-    text: str
-    integer: str
-    boolean: str
-    sortable_text: str  # byte-order comparison, the same on both stores
-
-    def param(self, name: str) -> str:
-        return self.placeholder(name)
-
-
-SQLITE = Dialect(lambda name: f":{name}", text="TEXT", integer="INTEGER",
-                 boolean="INTEGER", sortable_text="TEXT")
-POSTGRES = Dialect(lambda name: f"%({name})s", text="text", integer="bigint",
-                   boolean="boolean", sortable_text='text COLLATE "C"')
 
 
 class ProjectionView(TrackingRecorder, ABC):
@@ -166,35 +106,36 @@ class ProjectionView(TrackingRecorder, ABC):
 
     def all_statements(self) -> list[str]:
         """The view's own tables, then its dead-letter table."""
-        d = self.dialect
-        return [*self.view_statements(),
-                f"CREATE TABLE IF NOT EXISTS {self.table(DEAD_LETTERS)} ("
-                f"notification_id {d.integer} PRIMARY KEY, originator_id {d.text} NOT NULL, "
-                f"originator_version {d.integer} NOT NULL, topic {d.text} NOT NULL, "
-                f"error_type {d.text} NOT NULL, error {d.text} NOT NULL, "
-                f"recorded_at {d.integer} NOT NULL)"]
+        return [*self.view_statements(), self._table_ddl(DEAD_LETTERS, DEAD_LETTER_COLUMNS)]
+
+    def _table_ddl(self, suffix: str, columns: Columns, *constraints: str) -> str:
+        """``CREATE TABLE IF NOT EXISTS`` for ``table(suffix)``: the columns, then any table
+        constraints (keys spanning several columns)."""
+        definitions = ", ".join([self.dialect.column_definitions(columns), *constraints])
+        return f"CREATE TABLE IF NOT EXISTS {self.table(suffix)} ({definitions})"
+
+    def _index_ddl(self, name: str, suffix: str, columns: str, *, unique: bool = False) -> str:
+        """``CREATE [UNIQUE] INDEX IF NOT EXISTS`` ``index(name)`` on ``table(suffix)``."""
+        kind = "UNIQUE INDEX" if unique else "INDEX"
+        return (f"CREATE {kind} IF NOT EXISTS {self.index(name)} "
+                f"ON {self.table(suffix)} ({columns})")
 
     # -- poison events ----------------------------------------------------------------------------
 
     def record_dead_letter(self, tracking: Tracking, poison: DeadLetter) -> None:
         """Record an event this view could not apply, with its position: the view moves on,
         and the failure stays visible (``/healthz``, :meth:`dead_letters`) until rebuilt."""
-        values = asdict(poison)
-        p = self.dialect.param
         with self.tracked(tracking) as cursor:
-            cursor.execute(
-                f"INSERT INTO {self.table(DEAD_LETTERS)} ({', '.join(values)}) "
-                f"VALUES ({', '.join(p(name) for name in values)})", values)
+            self._insert(cursor, DEAD_LETTERS, asdict(poison))
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         rows = self._select(
             f"SELECT * FROM {self.table(DEAD_LETTERS)} ORDER BY notification_id "
             f"LIMIT {self.dialect.param('limit')}", {"limit": limit})
-        return [DeadLetter(**{name: row[name] for name in DEAD_LETTER_FIELDS}) for row in rows]
+        return [DeadLetter(**row_values(row, column_names(DEAD_LETTER_COLUMNS))) for row in rows]
 
     def dead_letter_count(self) -> int:
-        rows = self._select(f"SELECT COUNT(*) AS n FROM {self.table(DEAD_LETTERS)}", {})
-        return int(rows[0]["n"])
+        return self._count(DEAD_LETTERS)
 
     @contextmanager
     def tracked(self, tracking: Tracking) -> Iterator[ViewCursor]:
@@ -322,123 +263,87 @@ class ProjectionView(TrackingRecorder, ABC):
                     **columns: object) -> None:
         """Change the main table's row of ``aggregate_id`` (and its ``position``) with
         ``tracking``; a missing row raises ``LookupError``, so the event becomes a dead letter."""
-        values = {**columns, "position": tracking.notification_id}
-        assignments = ", ".join(f"{name} = {self.dialect.param(name)}" for name in values)
-        where = f"aggregate_id = {self.dialect.param('aggregate_id')}"
         with self.tracked(tracking) as cursor:
-            cursor.execute(
-                f"UPDATE {self.table()} SET {assignments} WHERE {where} RETURNING aggregate_id",
-                {**values, "aggregate_id": str(aggregate_id)},
-            )
-            if cursor.fetchone() is None:
-                msg = (f"the {self.table()} view has no row for {what} {aggregate_id}; "
-                       "rebuild the view")
-                raise LookupError(msg)
+            if not self._update(cursor, "", aggregate_id,
+                                {**columns, "position": tracking.notification_id}):
+                raise self._missing(f"row for {what}", aggregate_id)
+
+    def _missing(self, what: str, aggregate_id: UUID, suffix: str = "") -> LookupError:
+        """The error of an event about an aggregate whose earlier events left no row: a dead
+        letter, until the view is rebuilt."""
+        return LookupError(f"the {self.table(suffix)} view has no {what} {aggregate_id}; "
+                           "rebuild the view")
+
+    # -- SQL the concrete views share -------------------------------------------------------------
+
+    def _insert_sql(self, suffix: str, names: Iterable[str], on_conflict: str = "") -> str:
+        """An ``INSERT`` of the named columns (parameters named after them) into
+        ``table(suffix)``, with an optional ``ON CONFLICT`` clause."""
+        columns = list(names)
+        statement = (f"INSERT INTO {self.table(suffix)} ({', '.join(columns)}) "
+                     f"VALUES ({', '.join(self.dialect.param(name) for name in columns)})")
+        return f"{statement} {on_conflict}" if on_conflict else statement
+
+    def _insert(self, cursor: ViewCursor, suffix: str, values: Mapping[str, object]) -> None:
+        cursor.execute(self._insert_sql(suffix, values), values)
+
+    def _update(self, cursor: ViewCursor, suffix: str, aggregate_id: UUID,
+                values: Mapping[str, object]) -> bool:
+        """Set columns of the row of ``aggregate_id`` in ``table(suffix)``; ``False``: there is
+        no such row."""
+        assignments = ", ".join(f"{name} = {self.dialect.param(name)}" for name in values)
+        cursor.execute(
+            f"UPDATE {self.table(suffix)} SET {assignments} "
+            f"WHERE aggregate_id = {self.dialect.param('aggregate_id')} RETURNING aggregate_id",
+            {**values, "aggregate_id": str(aggregate_id)})
+        return cursor.fetchone() is not None
+
+    def _equal(self, names: Iterable[str], alias: str = "") -> list[str]:
+        """One ``column = parameter`` condition per name (parameters named after columns)."""
+        return [f"{alias}{name} = {self.dialect.param(name)}" for name in names]
+
+    def _filters(self, values: Mapping[str, object], alias: str = "") -> list[str]:
+        """:meth:`_equal` conditions for the columns given a value (``None``: no filter)."""
+        return self._equal((name for name, value in values.items() if value is not None), alias)
+
+    def _select_equal_sql(self, names: Iterable[str], params: Mapping[str, Any], suffix: str,
+                          order: str = "") -> str:
+        """A ``SELECT`` of the named columns of ``table(suffix)``'s rows whose columns equal
+        ``params``."""
+        statement = (f"SELECT {', '.join(names)} FROM {self.table(suffix)} "
+                     f"WHERE {' AND '.join(self._equal(params))}")
+        return f"{statement} ORDER BY {order}" if order else statement
+
+    def _select_equal(self, names: Iterable[str], params: Mapping[str, Any], *,
+                      suffix: str = "", order: str = "") -> list[Row]:
+        """The named columns of the rows of ``table(suffix)`` whose columns equal ``params``."""
+        return self._select(self._select_equal_sql(names, params, suffix, order), params)
+
+    def _fetch_equal(self, cursor: ViewCursor, names: Iterable[str], params: Mapping[str, Any],
+                     suffix: str = "") -> Row | None:
+        """Inside an open transaction: one row :meth:`_select_equal` would return, or ``None``."""
+        cursor.execute(self._select_equal_sql(names, params, suffix), params)
+        row: Row | None = cursor.fetchone()
+        return row
+
+    def _count(self, suffix: str = "", conditions: Sequence[str] = (),
+               params: Mapping[str, Any] | None = None) -> int:
+        """Rows of ``table(suffix)`` that meet every condition."""
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        rows = self._select(f"SELECT COUNT(*) AS n FROM {self.table(suffix)}{where}",
+                            params or {})
+        return int(rows[0]["n"])
+
+    def _count_in_scope(self, scope_id: str | None, suffix: str = "") -> int:
+        """Rows of ``table(suffix)`` in one scope, or in the whole table."""
+        values = {"scope_id": scope_id}
+        return self._count(suffix, self._filters(values), values)
 
     def _select(self, statement: str, params: Mapping[str, Any]) -> list[Row]:
         with self.reading() as cursor:
             cursor.execute(statement, params)
             rows: list[Row] = cursor.fetchall()
             return rows
-
-
-class _ViewConnectionPool(SQLiteConnectionPool):
-    """Connections of a view file commit without an fsync each (WAL + ``synchronous=NORMAL``).
-
-    A view is derived data with its position in the same transactions: a power loss can only
-    roll it back to an earlier consistent position, from which the runner re-applies the
-    events. A process crash loses nothing. Measured: catching up is several times faster.
-    """
-
-    def _create_connection(self) -> SQLiteConnection:
-        connection = super()._create_connection()
-        connection.cursor().execute("PRAGMA synchronous=NORMAL")
-        return connection
-
-
-class SQLiteProjectionView(SQLiteTrackingRecorder, ProjectionView, ABC):
-    """A view in its own SQLite file; its tables are named after ``table_prefix``."""
-
-    dialect = SQLITE
-    table_prefix: str = ""
-
-    def __init__(self, datastore: SQLiteDatastore, **kwargs: Any) -> None:
-        super().__init__(datastore, **kwargs)
-        # The factory built the pool; the subclass only adds the pragma to new connections,
-        # and none exists yet (they are opened lazily, after the recorder is constructed).
-        datastore.pool.__class__ = _ViewConnectionPool
-
-    def construct_create_table_statements(self) -> list[str]:
-        return [*super().construct_create_table_statements(), *self.all_statements()]
-
-    def insert_tracking(self, tracking: Tracking) -> None:
-        if not self._tracked_in_batch(tracking):
-            super().insert_tracking(tracking)
-
-    def table(self, suffix: str = "") -> str:
-        return _quote(self.table_prefix + suffix)
-
-    def index(self, suffix: str) -> str:
-        return _quote(f"{self.table_prefix}_{suffix}")
-
-    def _tracking_table(self) -> str:
-        return "tracking"
-
-    def _store(self) -> Datastore:
-        return self.datastore
-
-
-# One advisory lock key ("dream" in ASCII) for every table this service creates.
-SCHEMA_LOCK_KEY = 0x647265616D
-
-
-class SerialisedSchema(PostgresRecorder):
-    """A PostgreSQL recorder whose ``CREATE … IF NOT EXISTS`` statements run under one
-    transaction-level advisory lock: processes starting at once otherwise race on the catalog
-    and one fails with "tuple concurrently updated". Mix in ahead of the library class."""
-
-    def _create_table(self, curs: Any) -> None:
-        curs.execute(SQL("SELECT pg_advisory_xact_lock(%s)"), (SCHEMA_LOCK_KEY,))
-        super()._create_table(curs)
-
-
-class PostgresProjectionView(SerialisedSchema, PostgresTrackingRecorder, ProjectionView, ABC):
-    """A view in the write model's database; its tables share the projection's name prefix.
-
-    The library names the tracking table ``<projection name>_tracking``; this view's tables are
-    ``<projection name><suffix>``, so two projections (or a rebuild under a new name) never
-    collide.
-    """
-
-    dialect = POSTGRES
-
-    def __init__(self, datastore: PostgresDatastore, **kwargs: Any) -> None:
-        super().__init__(datastore, **kwargs)
-        self.table_prefix = self.tracking_table_name.removesuffix(TRACKING_SUFFIX)
-        for statement in self.all_statements():
-            self.sql_create_statements.append(SQL(statement).format())
-
-    def insert_tracking(self, tracking: Tracking) -> None:
-        if not self._tracked_in_batch(tracking):
-            super().insert_tracking(tracking)
-
-    def table(self, suffix: str = "") -> str:
-        return Identifier(self.datastore.schema, self.table_prefix + suffix).as_string()
-
-    def index(self, suffix: str) -> str:
-        name = f"{self.table_prefix}_{suffix}"
-        self.check_identifier_length(name)
-        return Identifier(name).as_string()
-
-    def _tracking_table(self) -> str:
-        return Identifier(self.datastore.schema, self.tracking_table_name).as_string()
-
-    def _store(self) -> Datastore:
-        return self.datastore
-
-
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
 
 
 TView = TypeVar("TView", bound=ProjectionView)
@@ -455,7 +360,7 @@ class ProjectionSpec(Generic[TView]):
     projection: type[Projection[TView]]
     sqlite_view: type[TView]
     postgres_view: type[TView]
-    application: type[Application[Any]] = WriteModel
+    application: type[Application[Any]] = EventStore
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -499,13 +404,7 @@ class _DeadLettering(Projection[Any]):
         except Exception as error:
             logger.exception("projection %r: event at position %s is a dead letter", self.name,
                              tracking.notification_id)
-            self.view.record_dead_letter(tracking, DeadLetter(
-                notification_id=tracking.notification_id,
-                originator_id=str(domain_event.originator_id),
-                originator_version=domain_event.originator_version,
-                topic=get_topic(type(domain_event)), error_type=type(error).__name__,
-                error=str(error)[:DEAD_LETTER_ERROR_MAX] or type(error).__name__,
-                recorded_at=(datetime.now(tz=UTC) - EPOCH) // timedelta(microseconds=1)))
+            self.view.record_dead_letter(tracking, DeadLetter.of(domain_event, tracking, error))
 
 
 def _check_name(name: str) -> None:

@@ -15,7 +15,6 @@ reaches either engine, so no query string can cause a syntax error.
 
 from __future__ import annotations
 
-import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -29,19 +28,25 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from domain.artifact import Artifact
+from domain.canonical import canonical_json
 from domain.errors import InvalidRequestError
-from domain.identity import canonical_json
 from domain.refs import EXPERIENCE, SKILL, Lineage
-from projections.base import (
-    PostgresProjectionView,
-    ProjectionSpec,
-    ProjectionView,
+from projections.backends import PostgresProjectionView, SQLiteProjectionView
+from projections.base import ProjectionSpec, ProjectionView
+from projections.checks import check_optional_choice
+from projections.dialect import (
+    AGGREGATE_ID,
+    POSITION,
+    SCOPE_ID,
+    Columns,
     Row,
-    SQLiteProjectionView,
     ViewCursor,
+    column_names,
+    row_values,
+    stored_text,
 )
-from projections.review_inbox import stored_text
-from projections.runs import check_limit, from_micros, to_micros
+from projections.paging import check_limit
+from projections.times import to_micros
 
 DEFAULT_LIMIT = 20
 KNOWLEDGE_FAMILIES = (EXPERIENCE, SKILL)
@@ -51,12 +56,14 @@ EXPERIENCE_TEXT_FIELDS = ("situation", "action", "outcome", "lesson", "failure")
 SKILL_TEXT_FIELDS = ("name", "description", "instructions")
 _WORD = re.compile(r"[^\W_]+")  # runs of Unicode letters and digits
 
-# (column, type, constraint). Types are the dialect's: key (byte-ordered text), text, int.
-COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("aggregate_id", "key", "PRIMARY KEY"),
-    ("scope_id", "key", "NOT NULL"),
+ARTIFACT_COLUMNS: Columns = (  # which artifact a row is about, in both tables
+    AGGREGATE_ID,
+    SCOPE_ID,
     ("family", "key", "NOT NULL"),
     ("artifact_id", "key", "NOT NULL"),
+)
+COLUMNS: Columns = (
+    *ARTIFACT_COLUMNS,
     ("revision", "int", "NOT NULL"),
     ("content", "text", "NOT NULL"),
     ("lineage", "text", "NOT NULL"),
@@ -67,19 +74,13 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("run_id", "text", ""),
     ("package_digest", "text", ""),
     ("approved_at", "int", "NOT NULL"),
-    ("position", "int", "NOT NULL"),
+    POSITION,
     ("created_position", "int", "NOT NULL UNIQUE"),  # the artifact's Created event; FTS rowid
     ("search_text", "text", "NOT NULL"),
 )
-ITEM_COLUMNS = tuple(name for name, _, _ in COLUMNS
-                     if name not in ("aggregate_id", "created_position", "search_text"))
-IDENTITY_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("aggregate_id", "key", "PRIMARY KEY"),
-    ("scope_id", "key", "NOT NULL"),
-    ("family", "key", "NOT NULL"),
-    ("artifact_id", "key", "NOT NULL"),
-    ("created_position", "int", "NOT NULL"),
-)
+ITEM_COLUMNS = column_names(COLUMNS,
+                            excluding=("aggregate_id", "created_position", "search_text"))
+IDENTITY_COLUMNS: Columns = (*ARTIFACT_COLUMNS, ("created_position", "int", "NOT NULL"))
 NEWEST = "approved_at DESC, artifact_id, family"
 
 
@@ -148,12 +149,7 @@ def query_words(q: object) -> list[str]:
 
 
 def check_knowledge_family(family: object) -> str | None:
-    if family is None:
-        return None
-    if family not in KNOWLEDGE_FAMILIES:
-        raise InvalidRequestError(f"family must be one of {', '.join(KNOWLEDGE_FAMILIES)}",
-                                  field="family", family=family)
-    return str(family)
+    return check_optional_choice("family", family, KNOWLEDGE_FAMILIES)
 
 
 # -- the view ---------------------------------------------------------------------------------
@@ -173,27 +169,17 @@ class KnowledgeView(ProjectionView, ABC):
         return [self.table(), self.table("_identity")]
 
     def view_statements(self) -> list[str]:
-        table, identity = self.table(), self.table("_identity")
         return [
-            f"CREATE TABLE IF NOT EXISTS {table} ({self._columns(COLUMNS)}, "
-            "UNIQUE (scope_id, family, artifact_id))",
-            f"CREATE INDEX IF NOT EXISTS {self.index('newest')} "
-            f"ON {table} (scope_id, {NEWEST})",
-            f"CREATE INDEX IF NOT EXISTS {self.index('family_newest')} "
-            f"ON {table} (scope_id, family, {NEWEST})",
-            f"CREATE TABLE IF NOT EXISTS {identity} ({self._columns(IDENTITY_COLUMNS)})",
+            self._table_ddl("", COLUMNS, "UNIQUE (scope_id, family, artifact_id)"),
+            self._index_ddl("newest", "", f"scope_id, {NEWEST}"),
+            self._index_ddl("family_newest", "", f"scope_id, family, {NEWEST}"),
+            self._table_ddl("_identity", IDENTITY_COLUMNS),
             *self.search_statements(),
         ]
 
     @abstractmethod
     def search_statements(self) -> list[str]:
         """The backend's full-text index over ``search_text``."""
-
-    def _columns(self, columns: tuple[tuple[str, str, str], ...]) -> str:
-        kinds = {"key": self.dialect.sortable_text, "text": self.dialect.text,
-                 "int": self.dialect.integer}
-        return ", ".join(f"{name} {kinds[kind]} {constraint}".rstrip()
-                         for name, kind, constraint in columns)
 
     # -- commands -------------------------------------------------------------------------------
 
@@ -204,11 +190,8 @@ class KnowledgeView(ProjectionView, ABC):
         values: dict[str, object] = {
             "aggregate_id": str(aggregate_id), "scope_id": scope_id, "family": family,
             "artifact_id": artifact_id, "created_position": tracking.notification_id}
-        names = ", ".join(values)
-        params = ", ".join(self.dialect.param(name) for name in values)
         with self.tracked(tracking) as cursor:
-            cursor.execute(
-                f"INSERT INTO {self.table('_identity')} ({names}) VALUES ({params})", values)
+            self._insert(cursor, "_identity", values)
             if approved is not None:
                 self._upsert(cursor, values, approved, tracking)
 
@@ -217,13 +200,10 @@ class KnowledgeView(ProjectionView, ABC):
 
         Revisions of artifacts without an identity row (Prompts) only record tracking.
         """
-        p = self.dialect.param
         with self.tracked(tracking) as cursor:
-            cursor.execute(
-                f"SELECT aggregate_id, scope_id, family, artifact_id, created_position "
-                f"FROM {self.table('_identity')} WHERE aggregate_id = {p('aggregate_id')}",
-                {"aggregate_id": str(approved.aggregate_id)})
-            identity = cursor.fetchone()
+            identity = self._fetch_equal(cursor, column_names(IDENTITY_COLUMNS),
+                                         {"aggregate_id": str(approved.aggregate_id)},
+                                         "_identity")
             if identity is not None:
                 self._upsert(cursor, dict(identity), approved, tracking)
 
@@ -250,13 +230,10 @@ class KnowledgeView(ProjectionView, ABC):
             msg = (f"approved revision {approved.revision} of {approved.aggregate_id} has "
                    f"incomplete review provenance: {error!r}")
             raise ValueError(msg) from error
-        names = ", ".join(values)
-        params = ", ".join(self.dialect.param(name) for name in values)
         updates = ", ".join(f"{name} = excluded.{name}" for name in values
                             if name != "aggregate_id")
-        cursor.execute(
-            f"INSERT INTO {self.table()} ({names}) VALUES ({params}) "
-            f"ON CONFLICT (aggregate_id) DO UPDATE SET {updates}", values)
+        cursor.execute(self._insert_sql(
+            "", values, f"ON CONFLICT (aggregate_id) DO UPDATE SET {updates}"), values)
         self._index_text(cursor, int(identity["created_position"]), str(values["search_text"]))
 
     def _index_text(self, cursor: ViewCursor, doc_id: int, text: str) -> None:
@@ -271,13 +248,11 @@ class KnowledgeView(ProjectionView, ABC):
         Without ``q``: the newest approvals first.
         """
         words = None if q is None else query_words(q)
-        check_knowledge_family(family)
+        filters = {"scope_id": scope_id, "family": check_knowledge_family(family)}
         check_limit(limit)
-        params: dict[str, object] = {"scope_id": scope_id, "family": family, "limit": limit}
+        params: dict[str, object] = {**filters, "limit": limit}
         p = self.dialect.param
-        conditions = [f"k.scope_id = {p('scope_id')}"]
-        if family is not None:
-            conditions.append(f"k.family = {p('family')}")
+        conditions = self._filters(filters, alias="k.")
         columns = ", ".join(f"k.{name}" for name in ITEM_COLUMNS)
         if words is None:
             statement = (f"SELECT {columns} FROM {self.table()} AS k "
@@ -290,19 +265,12 @@ class KnowledgeView(ProjectionView, ABC):
 
     def get_knowledge(self, scope_id: str, family: str, artifact_id: str,
                       ) -> KnowledgeItem | None:
-        p = self.dialect.param
-        rows = self._select(
-            f"SELECT {', '.join(ITEM_COLUMNS)} FROM {self.table()} "
-            f"WHERE scope_id = {p('scope_id')} AND family = {p('family')} "
-            f"AND artifact_id = {p('artifact_id')}",
-            {"scope_id": scope_id, "family": family, "artifact_id": artifact_id})
+        rows = self._select_equal(ITEM_COLUMNS, {"scope_id": scope_id, "family": family,
+                                                 "artifact_id": artifact_id})
         return _item(rows[0]) if rows else None
 
     def count(self, scope_id: str) -> int:
-        rows = self._select(
-            f"SELECT COUNT(*) AS n FROM {self.table()} "
-            f"WHERE scope_id = {self.dialect.param('scope_id')}", {"scope_id": scope_id})
-        return int(rows[0]["n"])
+        return self._count_in_scope(scope_id)
 
     @abstractmethod
     def _query_text(self, words: list[str]) -> str:
@@ -315,10 +283,8 @@ class KnowledgeView(ProjectionView, ABC):
 
 
 def _item(row: Row) -> KnowledgeItem:
-    values = {name: row[name] for name in ITEM_COLUMNS}
-    values["content"] = json.loads(row["content"])
-    values["lineage"] = json.loads(row["lineage"])
-    values["approved_at"] = from_micros(row["approved_at"])
+    values = row_values(row, ITEM_COLUMNS, json_columns=("content", "lineage"),
+                        time_columns=("approved_at",))
     rank = row["rank"] if "rank" in row.keys() else None  # noqa: SIM118 (sqlite3.Row)
     return KnowledgeItem(**values, rank=None if rank is None else float(rank))
 

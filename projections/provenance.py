@@ -37,15 +37,19 @@ from domain.access import Resource
 from domain.artifact import Artifact
 from domain.candidate import Candidate
 from domain.errors import DomainError, InvalidRequestError
-from domain.refs import MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef
+from domain.refs import MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef, check_family
 from domain.text import has_control_characters
-from projections.base import (
-    PostgresProjectionView,
-    ProjectionSpec,
-    ProjectionView,
+from projections.backends import PostgresProjectionView, SQLiteProjectionView
+from projections.base import ProjectionSpec, ProjectionView
+from projections.checks import check_bounded_int, check_choice
+from projections.dialect import (
+    AGGREGATE_ID,
+    POSITION,
+    SCOPE_ID,
+    Columns,
     Row,
-    SQLiteProjectionView,
     ViewCursor,
+    column_names,
 )
 
 ARTIFACT_REVISION = "artifact_revision"
@@ -59,18 +63,17 @@ DEFAULT_MAX_DEPTH = 50
 MAX_DEPTH = 1000
 MAX_KEY_CHARS = 1024
 
-# (column, type, constraint). Types are the dialect's: key (byte-ordered text), int.
-EDGE_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("scope_id", "key", "NOT NULL"),
+EDGE_COLUMNS: Columns = (
+    SCOPE_ID,
     ("dependent_kind", "key", "NOT NULL"),
     ("dependent_key", "key", "NOT NULL"),
     ("dependency_kind", "key", "NOT NULL"),
     ("dependency_key", "key", "NOT NULL"),
-    ("position", "int", "NOT NULL"),
+    POSITION,  # the event that first said so
 )
-IDENTITY_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("aggregate_id", "key", "PRIMARY KEY"),
-    ("scope_id", "key", "NOT NULL"),
+IDENTITY_COLUMNS: Columns = (
+    AGGREGATE_ID,
+    SCOPE_ID,
     ("aggregate_type", "key", "NOT NULL"),
     ("family", "key", "NOT NULL"),
     ("name", "key", "NOT NULL"),
@@ -169,6 +172,11 @@ def node_key(ref: SourceRef | ArtifactRef | MemoryCitation) -> str:
     return node(ref).key
 
 
+def artifact_node(family: str, artifact_id: str, revision: int) -> Node:
+    """An Artifact revision's node, from the parts a view keeps as text."""
+    return node(ArtifactRef(check_family(family), artifact_id, revision))
+
+
 def entry_node(memory_id: str, entry_id: str, entry_version_id: str) -> Node:
     return Node(ENTRY_VERSION, entry_key(memory_id, entry_id, entry_version_id))
 
@@ -185,10 +193,7 @@ def lineage_nodes(lineage: Lineage) -> list[Node]:
 
 
 def check_node_kind(kind: object) -> str:
-    if kind not in NODE_KINDS:
-        raise InvalidRequestError(f"kind must be one of {', '.join(NODE_KINDS)}",
-                                  field="kind", kind=kind)
-    return str(kind)
+    return check_choice("kind", kind, NODE_KINDS)
 
 
 def check_node_key(key: object) -> str:
@@ -203,10 +208,7 @@ def check_node_key(key: object) -> str:
 
 
 def check_max_depth(max_depth: object) -> int:
-    if type(max_depth) is not int or not 1 <= max_depth <= MAX_DEPTH:
-        raise InvalidRequestError(f"max_depth must be an integer in [1, {MAX_DEPTH}]",
-                                  field="max_depth", max_depth=max_depth, maximum=MAX_DEPTH)
-    return max_depth
+    return check_bounded_int("max_depth", max_depth, MAX_DEPTH)
 
 
 # -- the view ---------------------------------------------------------------------------------
@@ -225,18 +227,11 @@ class ProvenanceView(ProjectionView, ABC):
         return [self.table("_edges"), self.table("_identity")]
 
     def view_statements(self) -> list[str]:
-        edges, identity = self.table("_edges"), self.table("_identity")
         return [
-            f"CREATE TABLE IF NOT EXISTS {edges} ({self._columns(EDGE_COLUMNS)}, "
-            f"PRIMARY KEY ({DOWNSTREAM}))",
-            f"CREATE INDEX IF NOT EXISTS {self.index('upstream')} ON {edges} ({UPSTREAM})",
-            f"CREATE TABLE IF NOT EXISTS {identity} ({self._columns(IDENTITY_COLUMNS)})",
+            self._table_ddl("_edges", EDGE_COLUMNS, f"PRIMARY KEY ({DOWNSTREAM})"),
+            self._index_ddl("upstream", "_edges", UPSTREAM),
+            self._table_ddl("_identity", IDENTITY_COLUMNS),
         ]
-
-    def _columns(self, columns: tuple[tuple[str, str, str], ...]) -> str:
-        kinds = {"key": self.dialect.sortable_text, "int": self.dialect.integer}
-        return ", ".join(f"{name} {kinds[kind]} {constraint}".rstrip()
-                         for name, kind, constraint in columns)
 
     # -- commands -------------------------------------------------------------------------------
 
@@ -245,17 +240,15 @@ class ProvenanceView(ProjectionView, ABC):
         """Revision 1 of an Artifact depends on its lineage; later events find it by id."""
         with self.tracked(tracking) as cursor:
             self._identify(cursor, aggregate_id, scope_id, ARTIFACT, family, artifact_id)
-            dependent = Node(ARTIFACT_REVISION,
-                             artifact_key(ArtifactRef(family, artifact_id, 1)))
-            self._depends(cursor, scope_id, dependent, lineage_nodes(lineage), tracking)
+            self._depends(cursor, scope_id, artifact_node(family, artifact_id, 1),
+                          lineage_nodes(lineage), tracking)
 
     def artifact_revised(self, aggregate_id: UUID, revision: int, lineage: Lineage,
                          tracking: Tracking) -> None:
         with self.tracked(tracking) as cursor:
             scope_id, family, artifact_id = self._identity(cursor, aggregate_id, ARTIFACT)
-            dependent = Node(ARTIFACT_REVISION,
-                             artifact_key(ArtifactRef(family, artifact_id, revision)))
-            self._depends(cursor, scope_id, dependent, lineage_nodes(lineage), tracking)
+            self._depends(cursor, scope_id, artifact_node(family, artifact_id, revision),
+                          lineage_nodes(lineage), tracking)
 
     def entry_versioned(self, aggregate_id: UUID, entry_id: str, entry_version_id: str,
                         sources: Sequence[SourceRef], artifacts: Sequence[ArtifactRef],
@@ -291,35 +284,23 @@ class ProvenanceView(ProjectionView, ABC):
 
     def _identify(self, cursor: ViewCursor, aggregate_id: UUID, scope_id: str,
                   aggregate_type: str, family: str, name: str) -> None:
-        values = {"aggregate_id": str(aggregate_id), "scope_id": scope_id,
-                  "aggregate_type": aggregate_type, "family": family, "name": name}
-        names = ", ".join(values)
-        params = ", ".join(self.dialect.param(column) for column in values)
-        cursor.execute(f"INSERT INTO {self.table('_identity')} ({names}) VALUES ({params})",
-                       values)
+        self._insert(cursor, "_identity", {
+            "aggregate_id": str(aggregate_id), "scope_id": scope_id,
+            "aggregate_type": aggregate_type, "family": family, "name": name})
 
     def _identity(self, cursor: ViewCursor, aggregate_id: UUID,
                   aggregate_type: str) -> tuple[str, str, str]:
         """``(scope_id, family, name)`` of an aggregate whose creation this view applied."""
-        p = self.dialect.param
-        cursor.execute(
-            f"SELECT scope_id, family, name FROM {self.table('_identity')} "
-            f"WHERE aggregate_id = {p('aggregate_id')} AND aggregate_type = {p('type')}",
-            {"aggregate_id": str(aggregate_id), "type": aggregate_type})
-        row = cursor.fetchone()
+        row = self._fetch_equal(cursor, ("scope_id", "family", "name"), {
+            "aggregate_id": str(aggregate_id), "aggregate_type": aggregate_type}, "_identity")
         if row is None:
-            msg = (f"the {self.table('_identity')} view has no {aggregate_type} "
-                   f"{aggregate_id}; rebuild the view")
-            raise LookupError(msg)
+            raise self._missing(aggregate_type, aggregate_id, "_identity")
         return str(row["scope_id"]), str(row["family"]), str(row["name"])
 
     def _depends(self, cursor: ViewCursor, scope_id: str, dependent: Node,
                  dependencies: Iterable[Node], tracking: Tracking) -> None:
-        p = self.dialect.param
-        columns = [name for name, _, _ in EDGE_COLUMNS]
-        statement = (f"INSERT INTO {self.table('_edges')} ({', '.join(columns)}) "
-                     f"VALUES ({', '.join(p(name) for name in columns)}) "
-                     f"ON CONFLICT ({DOWNSTREAM}) DO NOTHING")
+        statement = self._insert_sql("_edges", column_names(EDGE_COLUMNS),
+                                     f"ON CONFLICT ({DOWNSTREAM}) DO NOTHING")
         for dependency in sorted(set(dependencies)):
             cursor.execute(statement, {
                 "scope_id": scope_id, "dependent_kind": dependent.kind,
@@ -347,28 +328,21 @@ class ProvenanceView(ProjectionView, ABC):
         """What the node depends on directly, ordered by kind and key."""
         check_node_kind(kind)
         check_node_key(key)
-        p = self.dialect.param
-        rows = self._select(
-            f"SELECT dependency_kind, dependency_key FROM {self.table('_edges')} "
-            f"WHERE scope_id = {p('scope_id')} AND dependent_kind = {p('kind')} "
-            f"AND dependent_key = {p('key')} ORDER BY dependency_kind, dependency_key",
-            {"scope_id": scope_id, "kind": kind, "key": key})
+        rows = self._select_equal(
+            ("dependency_kind", "dependency_key"),
+            {"scope_id": scope_id, "dependent_kind": kind, "dependent_key": key},
+            suffix="_edges", order="dependency_kind, dependency_key")
         return [Node(row["dependency_kind"], row["dependency_key"]) for row in rows]
 
     def edges(self, scope_id: str) -> list[Edge]:
         """Every edge of one scope, in a fixed order (for audits and rebuild comparisons)."""
-        rows = self._select(
-            f"SELECT {', '.join(name for name, _, _ in EDGE_COLUMNS)} "
-            f"FROM {self.table('_edges')} WHERE scope_id = {self.dialect.param('scope_id')} "
-            f"ORDER BY {UPSTREAM}", {"scope_id": scope_id})
+        rows = self._select_equal(column_names(EDGE_COLUMNS), {"scope_id": scope_id},
+                                  suffix="_edges", order=UPSTREAM)
         return [_edge(row) for row in rows]
 
     def count_edges(self, scope_id: str | None = None) -> int:
         """Edges in one scope, or in the whole view."""
-        where = "" if scope_id is None else f" WHERE scope_id = {self.dialect.param('scope_id')}"
-        rows = self._select(f"SELECT COUNT(*) AS n FROM {self.table('_edges')}{where}",
-                            {"scope_id": scope_id})
-        return int(rows[0]["n"])
+        return self._count_in_scope(scope_id, "_edges")
 
     def _impact_sql(self) -> str:
         p, edges = self.dialect.param, self.table("_edges")

@@ -13,10 +13,6 @@ the rows of later pages.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import re
 from abc import ABC
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,30 +25,43 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from domain.candidate import APPROVED, CANDIDATE_FAMILIES, PENDING, REJECTED, Candidate
-from domain.errors import InvalidCursorError, InvalidIdentifierError, InvalidRequestError
-from domain.identity import canonical_json
+from domain.canonical import canonical_json
+from domain.errors import InvalidIdentifierError
 from domain.refs import ArtifactRef
 from domain.text import check_recorded_identifier
-from projections.base import (
-    PostgresProjectionView,
-    ProjectionSpec,
-    ProjectionView,
+from projections.backends import PostgresProjectionView, SQLiteProjectionView
+from projections.base import ProjectionSpec, ProjectionView
+from projections.checks import check_optional_choice
+from projections.dialect import (
+    AGGREGATE_ID,
+    POSITION,
+    SCOPE_ID,
+    Columns,
     Row,
-    SQLiteProjectionView,
+    column_names,
+    row_values,
+    stored_text,
 )
-from projections.runs import check_limit, from_micros, to_micros
+from projections.paging import (
+    bad_cursor,
+    check_limit,
+    cursor_max_chars,
+    decode_cursor_text,
+    encode_cursor_text,
+    keyset_page,
+)
+from projections.times import to_micros
 
 DEFAULT_LIMIT = 50
 STATUSES = (PENDING, APPROVED, REJECTED)
 CANDIDATE_ID_MAX = 128  # domain.text.check_identifier's default, which Candidate.propose uses
 _CURSOR_TAG = "inbox:"  # so a cursor of another list (e.g. runs) is not taken for one of these
-_CURSOR_MAX_CHARS = 4 * -(-(len(_CURSOR_TAG) + CANDIDATE_ID_MAX * 4) // 3)
-_CURSOR_CHARS = re.compile(r"[A-Za-z0-9_-]+")
+# The tag, then the id in UTF-8: up to 4 bytes a character.
+_CURSOR_MAX_CHARS = cursor_max_chars(len(_CURSOR_TAG) + CANDIDATE_ID_MAX * 4)
 
-# (column, type, constraint). Types are the dialect's: key (byte-ordered text), text, int, bool.
-COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("aggregate_id", "key", "PRIMARY KEY"),
-    ("scope_id", "key", "NOT NULL"),
+COLUMNS: Columns = (
+    AGGREGATE_ID,
+    SCOPE_ID,
     ("candidate_id", "key", "NOT NULL"),
     ("family", "text", "NOT NULL"),
     ("status", "text", "NOT NULL"),
@@ -69,9 +78,9 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("result", "text", ""),
     ("decided_by", "text", ""),
     ("decision_reason", "text", ""),
-    ("position", "int", "NOT NULL"),
+    POSITION,
 )
-SUMMARY_COLUMNS = tuple(name for name, _, _ in COLUMNS if name != "aggregate_id")
+SUMMARY_COLUMNS = column_names(COLUMNS, excluding=("aggregate_id",))
 
 
 # -- values -----------------------------------------------------------------------------------
@@ -106,60 +115,33 @@ class CandidateSummary:
         return encode_cursor(self.candidate_id)
 
 
-def stored_text(text: str) -> str:
-    """Text as a view stores it: PostgreSQL ``text`` cannot hold NUL, so neither store does."""
-    return text.replace("\x00", "\ufffd")
-
-
 # -- cursors ----------------------------------------------------------------------------------
 
 
 def encode_cursor(candidate_id: str) -> str:
-    """Opaque to clients: unpadded URL-safe base64 of ``"inbox:<candidate_id>"``."""
-    raw = (_CURSOR_TAG + candidate_id).encode()
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    """Opaque to clients: ``"inbox:<candidate_id>"`` (see :mod:`projections.paging`)."""
+    return encode_cursor_text(_CURSOR_TAG + candidate_id)
 
 
 def decode_cursor(cursor: object) -> str:
     """The candidate id; anything this service did not issue is ``invalid_cursor``."""
-    if (not isinstance(cursor, str) or not 0 < len(cursor) <= _CURSOR_MAX_CHARS
-            or not _CURSOR_CHARS.fullmatch(cursor) or len(cursor) % 4 == 1):
-        raise _bad_cursor("the cursor is not URL-safe base64 of the expected size")
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        raise _bad_cursor("the cursor does not decode") from None
+    text = decode_cursor_text(cursor, _CURSOR_MAX_CHARS)
     tag, _, candidate_id = text.partition(":")
     if tag + ":" != _CURSOR_TAG:
-        raise _bad_cursor("the cursor is not a review inbox cursor")
+        raise bad_cursor("the cursor is not a review inbox cursor")
     try:
         # A page may end on a Candidate named before the identifier alphabet (ADR-0009).
         return check_recorded_identifier("candidate_id", candidate_id, CANDIDATE_ID_MAX)
     except InvalidIdentifierError:
-        raise _bad_cursor("the cursor's candidate id is not a valid candidate id") from None
-
-
-def _bad_cursor(reason: str) -> InvalidCursorError:
-    return InvalidCursorError("cursor is not one this service issued; start again without it",
-                              field="cursor", reason=reason)
+        raise bad_cursor("the cursor's candidate id is not a valid candidate id") from None
 
 
 def check_status(status: object) -> str | None:
-    if status is None:
-        return None
-    if status not in STATUSES:
-        raise InvalidRequestError(f"status must be one of {', '.join(STATUSES)}",
-                                  field="status", status=status)
-    return str(status)
+    return check_optional_choice("status", status, STATUSES)
 
 
 def check_candidate_family(family: object) -> str | None:
-    if family is None:
-        return None
-    if family not in CANDIDATE_FAMILIES:
-        raise InvalidRequestError(f"family must be one of {', '.join(CANDIDATE_FAMILIES)}",
-                                  field="family", family=family)
-    return str(family)
+    return check_optional_choice("family", family, CANDIDATE_FAMILIES)
 
 
 # -- the view ---------------------------------------------------------------------------------
@@ -178,20 +160,12 @@ class ReviewInboxView(ProjectionView, ABC):
         return [self.table()]
 
     def view_statements(self) -> list[str]:
-        kinds = {"key": self.dialect.sortable_text, "text": self.dialect.text,
-                 "int": self.dialect.integer, "bool": self.dialect.boolean}
-        columns = ", ".join(f"{name} {kinds[kind]} {constraint}".rstrip()
-                            for name, kind, constraint in COLUMNS)
-        table = self.table()
         return [
             # The unique constraint's index serves "every status" pages and single lookups.
-            f"CREATE TABLE IF NOT EXISTS {table} ({columns}, UNIQUE (scope_id, candidate_id))",
-            f"CREATE INDEX IF NOT EXISTS {self.index('status')} "
-            f"ON {table} (scope_id, status, candidate_id)",
-            f"CREATE INDEX IF NOT EXISTS {self.index('status_family')} "
-            f"ON {table} (scope_id, status, family, candidate_id)",
-            f"CREATE INDEX IF NOT EXISTS {self.index('family')} "
-            f"ON {table} (scope_id, family, candidate_id)",
+            self._table_ddl("", COLUMNS, "UNIQUE (scope_id, candidate_id)"),
+            self._index_ddl("status", "", "scope_id, status, candidate_id"),
+            self._index_ddl("status_family", "", "scope_id, status, family, candidate_id"),
+            self._index_ddl("family", "", "scope_id, family, candidate_id"),
         ]
 
     # -- commands -------------------------------------------------------------------------------
@@ -207,10 +181,8 @@ class ReviewInboxView(ProjectionView, ABC):
             "updated_at": at, "decided_at": None, "result": None, "decided_by": None,
             "decision_reason": None, "position": tracking.notification_id,
         }
-        names = ", ".join(values)
-        params = ", ".join(self.dialect.param(name) for name in values)
         with self.tracked(tracking) as cursor:
-            cursor.execute(f"INSERT INTO {self.table()} ({names}) VALUES ({params})", values)
+            self._insert(cursor, "", values)
 
     def candidate_revised(self, aggregate_id: UUID, version: int, reason: str, at: datetime,
                           tracking: Tracking) -> None:
@@ -251,49 +223,36 @@ class ReviewInboxView(ProjectionView, ABC):
 
         ``status=None`` lists every status; the default is the inbox (``pending``).
         """
-        check_status(status)
-        check_candidate_family(family)
+        filters = _checked_filters(scope_id, status, family)
         check_limit(limit)
         after = None if cursor is None else decode_cursor(cursor)
         p = self.dialect.param
-        conditions = [f"scope_id = {p('scope_id')}"]
-        if status is not None:
-            conditions.append(f"status = {p('status')}")
-        if family is not None:
-            conditions.append(f"family = {p('family')}")
+        conditions = self._filters(filters)
         if after is not None:
             conditions.append(f"candidate_id > {p('after')}")
         rows = self._select(
             f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM {self.table()} "
             f"WHERE {' AND '.join(conditions)} ORDER BY candidate_id LIMIT {p('limit')}",
-            {"scope_id": scope_id, "status": status, "family": family, "after": after,
-             "limit": limit + 1})
-        page = [_summary(row) for row in rows[:limit]]
-        return page, (page[-1].cursor if len(rows) > limit else None)
+            {**filters, "after": after, "limit": limit + 1})
+        return keyset_page(rows, limit, _summary)
 
     def get_candidate_summary(self, scope_id: str, candidate_id: str) -> CandidateSummary | None:
-        p = self.dialect.param
-        rows = self._select(
-            f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM {self.table()} "
-            f"WHERE scope_id = {p('scope_id')} AND candidate_id = {p('candidate_id')}",
-            {"scope_id": scope_id, "candidate_id": candidate_id})
+        rows = self._select_equal(SUMMARY_COLUMNS,
+                                  {"scope_id": scope_id, "candidate_id": candidate_id})
         return _summary(rows[0]) if rows else None
 
     def count(self, scope_id: str, status: str | None = PENDING,
               family: str | None = None) -> int:
         """Candidates of one scope with ``status`` and ``family`` (``None``: any)."""
-        check_status(status)
-        check_candidate_family(family)
-        p = self.dialect.param
-        conditions = [f"scope_id = {p('scope_id')}"]
-        if status is not None:
-            conditions.append(f"status = {p('status')}")
-        if family is not None:
-            conditions.append(f"family = {p('family')}")
-        rows = self._select(
-            f"SELECT COUNT(*) AS n FROM {self.table()} WHERE {' AND '.join(conditions)}",
-            {"scope_id": scope_id, "status": status, "family": family})
-        return int(rows[0]["n"])
+        filters = _checked_filters(scope_id, status, family)
+        return self._count("", self._filters(filters), filters)
+
+
+def _checked_filters(scope_id: str, status: str | None,
+                     family: str | None) -> dict[str, str | None]:
+    """The columns a listing or count filters on, once checked (``None``: any)."""
+    return {"scope_id": scope_id, "status": check_status(status),
+            "family": check_candidate_family(family)}
 
 
 def _ref_json(ref: ArtifactRef | None) -> str | None:
@@ -301,13 +260,9 @@ def _ref_json(ref: ArtifactRef | None) -> str | None:
 
 
 def _summary(row: Row) -> CandidateSummary:
-    values = {name: row[name] for name in SUMMARY_COLUMNS}
-    for name in ("target", "result"):
-        values[name] = None if row[name] is None else json.loads(row[name])
-    values["conflict"] = bool(row["conflict"])
-    for name in ("proposed_at", "updated_at", "decided_at"):
-        values[name] = None if row[name] is None else from_micros(row[name])
-    return CandidateSummary(**values)
+    return CandidateSummary(**row_values(
+        row, SUMMARY_COLUMNS, json_columns=("target", "result"), bool_columns=("conflict",),
+        time_columns=("proposed_at", "updated_at", "decided_at")))
 
 
 class SQLiteReviewInboxView(SQLiteProjectionView, ReviewInboxView):

@@ -12,14 +12,11 @@ the cursor and never shift, duplicate or hide rows of later pages.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 from abc import ABC
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -27,33 +24,40 @@ from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
+from domain.canonical import canonical_json
 from domain.dream_run import FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL, DreamRun
-from domain.errors import InvalidCursorError, InvalidRequestError
-from domain.identity import canonical_json
 from domain.text import has_control_characters
-from projections.base import (
-    PostgresProjectionView,
-    ProjectionSpec,
-    ProjectionView,
+from projections.backends import PostgresProjectionView, SQLiteProjectionView
+from projections.base import ProjectionSpec, ProjectionView
+from projections.dialect import (
+    AGGREGATE_ID,
+    POSITION,
+    SCOPE_ID,
+    Columns,
     Row,
-    SQLiteProjectionView,
+    column_names,
+    row_values,
 )
+from projections.paging import (
+    bad_cursor,
+    check_limit,
+    cursor_max_chars,
+    decode_cursor_text,
+    encode_cursor_text,
+    keyset_page,
+)
+from projections.times import optional_micros, to_micros
 
 DEFAULT_LIMIT = 20
-MAX_LIMIT = 100
 RUN_ID_MAX = 64
 MAX_STAMP = 2**63 - 1  # a PostgreSQL bigint
-_CURSOR_MAX_BYTES = len(str(MAX_STAMP)) + 1 + RUN_ID_MAX * 4  # UTF-8: up to 4 bytes a char
-_CURSOR_MAX_CHARS = 4 * -(-_CURSOR_MAX_BYTES // 3)
-_CURSOR_CHARS = re.compile(r"[A-Za-z0-9_-]+")
+# "<stamp>:<run_id>" in UTF-8: up to 4 bytes a character of the run id.
+_CURSOR_MAX_CHARS = cursor_max_chars(len(str(MAX_STAMP)) + 1 + RUN_ID_MAX * 4)
 _STAMP = re.compile(r"[0-9]{1,19}")
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MICROSECOND = timedelta(microseconds=1)
 
-# (column, type, constraint). Types are the dialect's: key (byte-ordered text), text, int, bool.
-COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("aggregate_id", "key", "PRIMARY KEY"),
-    ("scope_id", "key", "NOT NULL"),
+COLUMNS: Columns = (
+    AGGREGATE_ID,
+    SCOPE_ID,
     ("run_id", "key", "NOT NULL"),
     ("operation", "text", "NOT NULL"),
     ("status", "text", "NOT NULL"),
@@ -69,11 +73,10 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("model_config_id", "text", ""),
     ("reused", "bool", "NOT NULL"),
     ("principal_key", "text", "NOT NULL"),
-    ("position", "int", "NOT NULL"),
+    POSITION,
     ("lease_expires_at", "int", ""),
 )
-SUMMARY_COLUMNS = tuple(name for name, _, _ in COLUMNS
-                        if name not in ("aggregate_id", "lease_expires_at"))
+SUMMARY_COLUMNS = column_names(COLUMNS, excluding=("aggregate_id", "lease_expires_at"))
 KEYSET = "accepted_at DESC, run_id DESC"
 
 
@@ -125,66 +128,27 @@ class NewRun:
     accepted_at: datetime
 
 
-def to_micros(moment: datetime) -> int:
-    """Integer microseconds since the Unix epoch, UTC (a naive time is taken as UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - EPOCH) // MICROSECOND
-
-
-def from_micros(stamp: int) -> datetime:
-    return EPOCH + stamp * MICROSECOND
-
-
-def _optional_micros(moment: datetime | None) -> int | None:
-    return None if moment is None else to_micros(moment)
-
-
 # -- cursors ----------------------------------------------------------------------------------
 
 
 def encode_cursor(accepted_at_us: int, run_id: str) -> str:
-    """Opaque to clients: unpadded URL-safe base64 of ``"<accepted_at_us>:<run_id>"``."""
-    raw = f"{accepted_at_us}:{run_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    """Opaque to clients: ``"<accepted_at_us>:<run_id>"`` (see :mod:`projections.paging`)."""
+    return encode_cursor_text(f"{accepted_at_us}:{run_id}")
 
 
 def decode_cursor(cursor: str) -> tuple[int, str]:
     """``(accepted_at_us, run_id)``; anything this service did not issue is ``invalid_cursor``."""
-    text = _cursor_text(cursor)
+    text = decode_cursor_text(cursor, _CURSOR_MAX_CHARS)
     stamp, colon, run_id = text.partition(":")
     if not colon:
-        raise _bad_cursor("the cursor has no separator")
+        raise bad_cursor("the cursor has no separator")
     if not _STAMP.fullmatch(stamp) or int(stamp) > MAX_STAMP:
-        raise _bad_cursor("the cursor's timestamp is not a non-negative 64-bit integer")
+        raise bad_cursor("the cursor's timestamp is not a non-negative 64-bit integer")
     if not 1 <= len(run_id) <= RUN_ID_MAX:
-        raise _bad_cursor(f"the cursor's run id must be 1-{RUN_ID_MAX} characters")
+        raise bad_cursor(f"the cursor's run id must be 1-{RUN_ID_MAX} characters")
     if has_control_characters(run_id):
-        raise _bad_cursor("the cursor's run id has control characters")
+        raise bad_cursor("the cursor's run id has control characters")
     return int(stamp), run_id
-
-
-def _cursor_text(cursor: object) -> str:
-    if (not isinstance(cursor, str) or not 0 < len(cursor) <= _CURSOR_MAX_CHARS
-            or not _CURSOR_CHARS.fullmatch(cursor) or len(cursor) % 4 == 1):
-        raise _bad_cursor("the cursor is not URL-safe base64 of the expected size")
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        return raw.decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        raise _bad_cursor("the cursor does not decode") from None
-
-
-def _bad_cursor(reason: str) -> InvalidCursorError:
-    return InvalidCursorError("cursor is not one this service issued; start again without it",
-                              field="cursor", reason=reason)
-
-
-def check_limit(limit: object) -> int:
-    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidRequestError(f"limit must be an integer in [1, {MAX_LIMIT}]",
-                                  field="limit", limit=limit, maximum=MAX_LIMIT)
-    return limit
 
 
 # -- the view ---------------------------------------------------------------------------------
@@ -203,21 +167,13 @@ class RunsView(ProjectionView, ABC):
         return [self.table()]
 
     def view_statements(self) -> list[str]:
-        kinds = {"key": self.dialect.sortable_text, "text": self.dialect.text,
-                 "int": self.dialect.integer, "bool": self.dialect.boolean}
-        columns = ", ".join(f"{name} {kinds[kind]} {constraint}".rstrip()
-                            for name, kind, constraint in COLUMNS)
-        table = self.table()
         return [
-            f"CREATE TABLE IF NOT EXISTS {table} ({columns}, UNIQUE (scope_id, run_id))",
-            f"CREATE INDEX IF NOT EXISTS {self.index('keyset')} ON {table} (scope_id, {KEYSET})",
-            f"CREATE INDEX IF NOT EXISTS {self.index('status')} "
-            f"ON {table} (scope_id, status, {KEYSET})",
-            f"CREATE INDEX IF NOT EXISTS {self.index('operation')} "
-            f"ON {table} (scope_id, operation, {KEYSET})",
+            self._table_ddl("", COLUMNS, "UNIQUE (scope_id, run_id)"),
+            self._index_ddl("keyset", "", f"scope_id, {KEYSET}"),
+            self._index_ddl("status", "", f"scope_id, status, {KEYSET}"),
+            self._index_ddl("operation", "", f"scope_id, operation, {KEYSET}"),
             # The workers' inbox: unfinished runs, oldest first within each scope.
-            f"CREATE INDEX IF NOT EXISTS {self.index('inbox')} "
-            f"ON {table} (status, scope_id, operation, accepted_at, run_id)",
+            self._index_ddl("inbox", "", "status, scope_id, operation, accepted_at, run_id"),
         ]
 
     # -- commands -------------------------------------------------------------------------------
@@ -234,18 +190,15 @@ class RunsView(ProjectionView, ABC):
             "reused": False, "principal_key": run.principal_key,
             "position": tracking.notification_id, "lease_expires_at": None,
         }
-        names = ", ".join(values)
-        params = ", ".join(self.dialect.param(name) for name in values)
         with self.tracked(tracking) as cursor:
-            cursor.execute(f"INSERT INTO {self.table()} ({names}) VALUES ({params})", values)
+            self._insert(cursor, "", values)
 
     def run_started(self, aggregate_id: UUID, attempt_count: int, started_at: datetime,
                     model_config_id: str, tracking: Tracking,
                     lease_expires_at: datetime | None = None) -> None:
         self._change(aggregate_id, tracking, status=RUNNING, attempt_count=attempt_count,
                      started_at=to_micros(started_at), model_config_id=model_config_id,
-                     lease_expires_at=None if lease_expires_at is None
-                     else to_micros(lease_expires_at))
+                     lease_expires_at=optional_micros(lease_expires_at))
 
     def lease_renewed(self, aggregate_id: UUID, lease_expires_at: datetime,
                       tracking: Tracking) -> None:
@@ -279,30 +232,26 @@ class RunsView(ProjectionView, ABC):
         """One page, newest first; the cursor for the next page, or ``None`` on the last."""
         check_limit(limit)
         after = None if cursor is None else decode_cursor(cursor)
-        params: dict[str, object] = {"scope_id": scope_id, "status": status,
-                                     "operation": operation, "limit": limit + 1}
-        if after is not None:
-            params["after_at"], params["after_run"] = after
-        rows = self._select(self._page_sql(status=status is not None,
-                                           operation=operation is not None,
-                                           after=after is not None), params)
-        page = [_summary(row) for row in rows[:limit]]
-        return page, (page[-1].cursor if len(rows) > limit else None)
-
-    def get_run_summary(self, scope_id: str, run_id: str) -> RunSummary | None:
         p = self.dialect.param
+        filters = {"scope_id": scope_id, "status": status, "operation": operation}
+        conditions = self._filters(filters)
+        params: dict[str, object] = {**filters, "limit": limit + 1}
+        if after is not None:
+            # Row-value comparison: strictly after the cursor in (accepted_at, run_id) DESC order.
+            conditions.append(f"(accepted_at, run_id) < ({p('after_at')}, {p('after_run')})")
+            params["after_at"], params["after_run"] = after
         rows = self._select(
             f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM {self.table()} "
-            f"WHERE scope_id = {p('scope_id')} AND run_id = {p('run_id')}",
-            {"scope_id": scope_id, "run_id": run_id})
+            f"WHERE {' AND '.join(conditions)} ORDER BY {KEYSET} LIMIT {p('limit')}", params)
+        return keyset_page(rows, limit, _summary)
+
+    def get_run_summary(self, scope_id: str, run_id: str) -> RunSummary | None:
+        rows = self._select_equal(SUMMARY_COLUMNS, {"scope_id": scope_id, "run_id": run_id})
         return _summary(rows[0]) if rows else None
 
     def count_runs(self, scope_id: str | None = None) -> int:
         """Rows in one scope, or in the whole view."""
-        where = "" if scope_id is None else f" WHERE scope_id = {self.dialect.param('scope_id')}"
-        rows = self._select(f"SELECT COUNT(*) AS n FROM {self.table()}{where}",
-                            {"scope_id": scope_id})
-        return int(rows[0]["n"])
+        return self._count_in_scope(scope_id)
 
     def claimable(self, now: datetime, limit: int = 64) -> list[RunSummary]:
         """The oldest claimable run of each (scope, operation), oldest first.
@@ -320,28 +269,11 @@ class RunsView(ProjectionView, ABC):
             f"{p('now')})) AS inbox WHERE turn = 1 ORDER BY accepted_at, run_id "
             f"LIMIT {p('limit')}", {"now": to_micros(now), "limit": limit})]
 
-    def _page_sql(self, *, status: bool, operation: bool, after: bool) -> str:
-        p = self.dialect.param
-        conditions = [f"scope_id = {p('scope_id')}"]
-        if status:
-            conditions.append(f"status = {p('status')}")
-        if operation:
-            conditions.append(f"operation = {p('operation')}")
-        if after:
-            # Row-value comparison: strictly after the cursor in (accepted_at, run_id) DESC order.
-            conditions.append(f"(accepted_at, run_id) < ({p('after_at')}, {p('after_run')})")
-        return (f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM {self.table()} "
-                f"WHERE {' AND '.join(conditions)} ORDER BY {KEYSET} LIMIT {p('limit')}")
-
 
 def _summary(row: Row) -> RunSummary:
-    values = {name: row[name] for name in SUMMARY_COLUMNS}
-    values["target"] = None if row["target"] is None else json.loads(row["target"])
-    values["reused"] = bool(row["reused"])
-    values["accepted_at"] = from_micros(row["accepted_at"])
-    for name in ("started_at", "completed_at"):
-        values[name] = None if row[name] is None else from_micros(row[name])
-    return RunSummary(**values)
+    return RunSummary(**row_values(
+        row, SUMMARY_COLUMNS, json_columns=("target",), bool_columns=("reused",),
+        time_columns=("accepted_at", "started_at", "completed_at")))
 
 
 class SQLiteRunsView(SQLiteProjectionView, RunsView):

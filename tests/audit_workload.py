@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 from adapters.generators.factory import GeneratorRegistry
 from adapters.generators.offline import OfflineGenerator
-from application.dreaming import Dreaming
-from application.execution import DreamExecutor
+from application.bootstrap import Dreaming
 from application.review import Revision
 from domain.dream_request import DreamRequest
 from domain.errors import DomainError
+from domain.policy import LOCAL
 from domain.refs import EXPERIENCE, Lineage, MemoryCitation, SourceRef
 
 WORDS = ("deploy", "rollout", "digest", "retry", "idempotency", "cache", "timeout", "queue",
@@ -48,14 +48,15 @@ class WorkloadRunner:
         self.app = app
         self.rng = rng
         self.scopes = [f"scope-{index:02d}" for index in range(scopes)]
-        self.executor = DreamExecutor(app, GeneratorRegistry(OfflineGenerator()))
+        self.executor = app.executor(GeneratorRegistry(OfflineGenerator()))
         self.done = Workload()
         self.counter = 0
 
     def run(self, commands: int) -> Workload:
         for scope_id in self.scopes:
-            self.app.create_scope(scope_id, {"dream_max_pending_per_scope": 1000})
-            self.app.create_memory(scope_id, "notes", principal="svc")
+            self.app.records.create_scope(LOCAL, scope_id,
+                                          {"dream_max_pending_per_scope": 1000})
+            self.app.records.create_memory(LOCAL, scope_id, "notes", principal="svc")
             self.done.sources[scope_id], self.done.entries[scope_id] = [], []
             self.done.candidates[scope_id] = []
         weighted = [(self.record_source, 4), (self.add_entry, 4), (self.revise_entry, 2),
@@ -81,44 +82,47 @@ class WorkloadRunner:
         if not entries:
             raise NothingToDoError("nothing to act on yet")
         entry_id = self.rng.choice(entries)
-        memory = self.app.get_artifact(scope_id, "memory", "notes")
+        memory = self.app.records.get_artifact(LOCAL, scope_id, "memory", "notes")
         version = memory.manifest()[entry_id].entry_version_id
         return MemoryCitation(memory.head_ref, entry_id, version)
 
     def record_source(self, scope_id: str) -> None:
         source_id = self._next("t")
-        self.app.record_source(scope_id, "task", source_id, text=_text(self.rng, 20),
-                               attempt_id=self.rng.choice([None, f"att-{source_id}"]))
+        self.app.records.record_source(LOCAL, scope_id, "task", source_id,
+                                       text=_text(self.rng, 20),
+                                       attempt_id=self.rng.choice([None, f"att-{source_id}"]))
         self.done.sources[scope_id].append(source_id)
 
     def add_entry(self, scope_id: str) -> None:
         sources = self.done.sources[scope_id]
         cited = [SourceRef("task", self.rng.choice(sources))] if sources else []
         entry_id = self._next("e")
-        self.app.add_entry(scope_id, "notes", entry_id, "task_record", _text(self.rng),
-                           sources=cited)
+        self.app.records.add_entry(LOCAL, scope_id, "notes", entry_id, "task_record",
+                                   _text(self.rng), sources=cited)
         self.done.entries[scope_id].append(entry_id)
 
     def revise_entry(self, scope_id: str) -> None:
         citation = self._citation(scope_id)
         sources = self.done.sources[scope_id]
         cited = [SourceRef("task", self.rng.choice(sources))] if sources else []
-        self.app.revise_entry(scope_id, "notes", citation.entry_id, "task_record",
-                              _text(self.rng), sources=cited)
+        self.app.records.revise_entry(LOCAL, scope_id, "notes", citation.entry_id,
+                                      "task_record", _text(self.rng), sources=cited)
 
     def toggle_entry(self, scope_id: str) -> None:
         citation = self._citation(scope_id)
-        memory = self.app.get_artifact(scope_id, "memory", "notes")
+        memory = self.app.records.get_artifact(LOCAL, scope_id, "memory", "notes")
         if memory.entry_status(citation.entry_id) == "active":
-            self.app.deactivate_entry(scope_id, "notes", citation.entry_id, reason="retired")
+            self.app.records.deactivate_entry(LOCAL, scope_id, "notes", citation.entry_id,
+                                              reason="retired")
         else:
-            self.app.reactivate_entry(scope_id, "notes", citation.entry_id)
+            self.app.records.reactivate_entry(LOCAL, scope_id, "notes", citation.entry_id)
 
     def propose(self, scope_id: str) -> None:
         candidate_id = self._next("c")
-        self.app.propose_candidate(scope_id, candidate_id, EXPERIENCE, _experience(self.rng),
-                                   Lineage(memory_citations=(self._citation(scope_id),)),
-                                   "a lesson from the records")
+        self.app.review.propose_candidate(LOCAL, scope_id, candidate_id, EXPERIENCE,
+                                          _experience(self.rng),
+                                          Lineage(memory_citations=(self._citation(scope_id),)),
+                                          "a lesson from the records")
         self.done.candidates[scope_id].append(candidate_id)
 
     def _candidate(self, scope_id: str) -> str:
@@ -127,39 +131,45 @@ class WorkloadRunner:
             raise NothingToDoError("nothing to act on yet")
         return self.rng.choice(candidates)
 
+    def _version(self, scope_id: str, candidate_id: str) -> int:
+        return self.app.review.get_candidate(LOCAL, scope_id,
+                                             candidate_id).candidate.candidate_version
+
     def revise_candidate(self, scope_id: str) -> None:
         candidate_id = self._candidate(scope_id)
-        version = self.app.get_candidate(scope_id, candidate_id).candidate.candidate_version
-        self.app.revise_candidate(scope_id, candidate_id, version,
-                                  Revision(proposal=_experience(self.rng),
-                                           reason="clearer wording"))
+        version = self._version(scope_id, candidate_id)
+        self.app.review.revise_candidate(LOCAL, scope_id, candidate_id, version,
+                                         Revision(proposal=_experience(self.rng),
+                                                  reason="clearer wording"))
 
     def decide(self, scope_id: str) -> None:
         candidate_id = self._candidate(scope_id)
-        version = self.app.get_candidate(scope_id, candidate_id).candidate.candidate_version
+        version = self._version(scope_id, candidate_id)
         if self.rng.random() < 0.7:
-            self.app.approve_candidate(scope_id, candidate_id, version)
+            self.app.review.approve_candidate(LOCAL, scope_id, candidate_id, version)
         else:
-            self.app.reject_candidate(scope_id, candidate_id, version, "not general enough")
+            self.app.review.reject_candidate(LOCAL, scope_id, candidate_id, version,
+                                             "not general enough")
 
     def dream(self, scope_id: str) -> None:
         request = DreamRequest.create("refine_experience", self._next("k"),
                                       memory_citations=[self._citation(scope_id)])
-        run = self.app.request_dream(scope_id, request).value.run
+        run = self.app.runs.request_dream(LOCAL, scope_id, request).value.run
         attempt = self.executor.claim(scope_id, run.run_id)
         if attempt is not None:
             self.executor.execute(attempt)
             if run.candidate is None:
-                stored = self.app.get_dream(scope_id, run.run_id)
+                stored = self.app.runs.get_dream(LOCAL, scope_id, run.run_id)
                 if stored.candidate is not None:
-                    self.done.candidates[scope_id].append(stored.candidate["candidate_id"])
+                    self.done.candidates[scope_id].append(stored.candidate.candidate_id)
 
     def withdraw_source(self, scope_id: str) -> None:
         sources = self.done.sources[scope_id]
         if len(sources) < 5:
             raise NothingToDoError("nothing to act on yet")
         source_id = sources.pop(self.rng.randrange(len(sources)))
-        self.app.withdraw_source(scope_id, "task", source_id, reason="erasure request")
+        self.app.records.withdraw_source(LOCAL, scope_id, "task", source_id,
+                                         reason="erasure request")
 
 
 class NothingToDoError(DomainError):

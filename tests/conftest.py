@@ -17,15 +17,15 @@ import pytest
 
 from adapters.http.app import create_app
 from adapters.http.server import running_server
-from adapters.persistence import open_dreaming
-from adapters.postgres_server import (
+from adapters.settings import Settings
+from adapters.store.persistence import open_dreaming
+from application.bootstrap import Dreaming
+from benchmarks.throwaway_postgres import (
     PostgresServer,
     PostgresUnavailableError,
     start_postgres_server,
     stop_postgres_server,
 )
-from adapters.settings import Settings
-from application.dreaming import Dreaming
 from tests.openai_fake import FakeOpenAI
 
 REQUIRE_POSTGRES = os.environ.get("DREAM_REQUIRE_POSTGRES") == "1"
@@ -93,6 +93,14 @@ def app(open_app: Callable[[], Dreaming]) -> Dreaming:
     return open_app()
 
 
+@pytest.fixture
+def enforced_app(settings: Settings) -> Iterator[Dreaming]:
+    """Another application on the same store as ``app``, with access enforced."""
+    dreaming = open_dreaming(settings.model_copy(update={"access": "enforced"}))
+    yield dreaming
+    dreaming.close()
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if "postgres" not in report.keywords:
         return
@@ -126,7 +134,7 @@ class LiveApi:
 def live_api(settings: Settings) -> Iterator[LiveApi]:
     enforced = settings.model_copy(update={"access": "enforced"})
     dreaming = open_dreaming(enforced)
-    token = dreaming.bootstrap_admin()
+    token = dreaming.access.bootstrap_admin()
     assert token is not None
     with running_server(create_app(dreaming, enforced)) as base_url:
         yield LiveApi(base_url, token, dreaming)

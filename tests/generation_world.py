@@ -1,7 +1,8 @@
 """A small in-memory world for generator tests: real aggregates, resolved by the real resolver.
 
-Generators see only a ``Projection``; building it with ``domain.evidence.resolve`` keeps the
-tests on the exact bodies (Source values, Memory entry bodies, Experience content) a run sends.
+Generators see only a ``ModelEvidence``; building it with ``domain.evidence.resolution.resolve``
+keeps the tests on the exact bodies (Source values, Memory entry bodies, Experience content) a
+run sends.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from application.generation import GenerationInput
 from domain.access import Resource
 from domain.artifact import Artifact
 from domain.budget import DEFAULT_BUDGET
-from domain.evidence import Resolution, evidence_id, resolve
+from domain.evidence.resolution import Resolution, resolve
+from domain.ids import evidence_id
 from domain.refs import EXPERIENCE, MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.source import Source
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from typing import Any
 
-from adapters.projection_runtime import open_view, rebuild
 from adapters.settings import Settings
+from adapters.store.projection_runtime import open_view, rebuild
 from projections.base import ProjectionSpec
 
 

@@ -1,9 +1,9 @@
 """The analytics read model on SQLite and PostgreSQL: per scope and UTC day counters.
 
-A known workload of Dream runs and Candidates is written to the real write model
-(``app.commit``) and followed by the real runner. Run counters, usage and admissions fall on
+A known workload of Dream runs and Candidates is written to the real event store
+(``app.store.commit``) and followed by the real runner. Run counters, usage and admissions fall on
 days the events name explicitly and are checked against exact numbers; Candidate counters and
-review latencies fall on the events' own timestamps, read back from ``app.history``. A rebuilt
+review latencies fall on the events' own timestamps, read back from ``app.store.history``. A rebuilt
 view equals the live one.
 """
 
@@ -17,25 +17,18 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError, Tracking
 
-from adapters.projection_runtime import RunningProjection, open_view, start_projection
 from adapters.settings import Settings
-from application.dreaming import Dreaming
+from adapters.store.projection_runtime import RunningProjection, open_view, start_projection
+from application.bootstrap import Dreaming
 from domain.budget import effective_budget
 from domain.candidate import Candidate
+from domain.canonical import digest
 from domain.dream_run import DreamRun
 from domain.errors import InvalidRequestError
-from domain.identity import digest
 from domain.refs import ArtifactRef, Lineage, SourceRef
-from projections.analytics import (
-    ANALYTICS,
-    AcceptanceRate,
-    AnalyticsProjection,
-    AnalyticsView,
-    ApprovedCost,
-    DailySummary,
-    utc_day,
-)
-from projections.runs import to_micros
+from projections.analytics import ANALYTICS, AnalyticsProjection, AnalyticsView, utc_day
+from projections.analytics_queries import AcceptanceRate, ApprovedCost, DailySummary
+from projections.times import to_micros
 from tests.projection_support import rebuilt_view
 
 APP = "Dreaming"
@@ -97,25 +90,25 @@ def succeed_with(app: Dreaming, run: DreamRun, attempt: int, candidate: Candidat
     """The run's success and its Candidate in one save, as execution writes them."""
     run.succeed(attempt, "proposed", "a lesson", {"candidate_id": candidate.candidate_id,
                                                   "version": 1}, at)
-    app.commit(run, candidate)
+    app.store.commit(run, candidate)
 
 
 def approve(app: Dreaming, candidate: Candidate) -> int | None:
     version = candidate.candidate_version
     candidate.approve(version, ArtifactRef(candidate.family, f"a-{candidate.candidate_id}", 1),
                       "carol")
-    return app.commit(candidate)
+    return app.store.commit(candidate)
 
 
 def reject(app: Dreaming, candidate: Candidate) -> int | None:
     candidate.reject(candidate.candidate_version, "not supported", "carol")
-    return app.commit(candidate)
+    return app.store.commit(candidate)
 
 
 def revise(app: Dreaming, candidate: Candidate) -> None:
     candidate.revise(candidate.candidate_version, candidate.current.proposal, LINEAGE,
                      "Reworded.", "bob", None)
-    app.commit(candidate)
+    app.store.commit(candidate)
 
 
 def workload(app: Dreaming, scope_id: str) -> list[Candidate]:
@@ -124,7 +117,7 @@ def workload(app: Dreaming, scope_id: str) -> list[Candidate]:
 
     def admitted(run_id: str, operation: str, at: datetime) -> DreamRun:
         runs[run_id] = accept(scope_id, run_id, operation, at)
-        app.commit(runs[run_id])
+        app.store.commit(runs[run_id])
         return runs[run_id]
 
     # Day 1: two refine runs and a derive run admitted just before midnight.
@@ -138,7 +131,7 @@ def workload(app: Dreaming, scope_id: str) -> list[Candidate]:
     attempt = start(r2, D1 + timedelta(hours=1, seconds=1))
     call(r2, attempt, 1, None, None)  # the provider reported no token counts
     r2.succeed(attempt, "no_change", "nothing new", None, D1 + timedelta(hours=1, minutes=1))
-    app.commit(r2)
+    app.store.commit(r2)
 
     r3 = admitted("r3", DERIVE, datetime(2025, 3, 1, 23, 59, tzinfo=UTC))
     attempt = start(r3, datetime(2025, 3, 1, 23, 59, 30, tzinfo=UTC))
@@ -150,13 +143,13 @@ def workload(app: Dreaming, scope_id: str) -> list[Candidate]:
     r4 = admitted("r4", DERIVE, D2)
     attempt = start(r4, D2 + timedelta(seconds=1))
     r4.fail(attempt, "provider_error", D2 + timedelta(seconds=2))
-    app.commit(r4)
+    app.store.commit(r4)
 
     r5 = admitted("r5", REFINE, D2)
     attempt = start(r5, D2 + timedelta(seconds=1))
     r5.count_model_call(attempt)  # a call that never reported
     r5.fail(attempt, "budget_exceeded", D2 + timedelta(seconds=3))
-    app.commit(r5)
+    app.store.commit(r5)
 
     admitted("r6", REFINE, D2 + timedelta(hours=1))  # still queued
 
@@ -164,7 +157,7 @@ def workload(app: Dreaming, scope_id: str) -> list[Candidate]:
     attempt = start(r7, D2 + timedelta(hours=2, seconds=1))
     call(r7, attempt, 1, 10, 5)
     r7.requeue(attempt, "provider_unavailable")
-    app.commit(r7)
+    app.store.commit(r7)
     attempt = start(r7, D2 + timedelta(hours=2, seconds=30))
     call(r7, attempt, 1, 7, 3)
     c7 = propose(scope_id, "c7", "experience", "r7")
@@ -178,7 +171,7 @@ def workload(app: Dreaming, scope_id: str) -> list[Candidate]:
     succeed_with(app, r8, attempt, c8, D2 + timedelta(hours=3, minutes=1))
 
     m1, m2 = propose(scope_id, "m1", "experience", None), propose(scope_id, "m2", "skill", None)
-    app.commit(m1, m2)
+    app.store.commit(m1, m2)
 
     # Reviews: c1 and c8 approved, c3 revised then rejected, c7 rejected, m1 revised twice
     # then approved, m2 still pending.
@@ -200,7 +193,7 @@ def history_counters(app: Dreaming, candidates: list[Candidate]) -> list[dict[st
              Candidate.Approved: "approved", Candidate.Rejected: "rejected"}
     for candidate in candidates:
         origin = "manual" if candidate.run_id is None else "dream"
-        for event in app.history(candidate.id):
+        for event in app.store.history(candidate.id):
             counted[(utc_day(event.timestamp), candidate.family, origin,
                      names[type(event)])] += 1
     keys = sorted({key[:3] for key in counted})
@@ -216,7 +209,7 @@ def history_reviews(app: Dreaming, candidates: list[Candidate],
     and the decision event."""
     rows = []
     for candidate in sorted(candidates, key=lambda c: c.candidate_id):
-        events = app.history(candidate.id)
+        events = app.store.history(candidate.id)
         decision = events[-1]
         if not isinstance(decision, (Candidate.Approved, Candidate.Rejected)):
             continue
@@ -439,7 +432,7 @@ def test_a_rebuilt_view_equals_the_live_one(settings: Settings, app: Dreaming,
         assert live["scope-a"][name] == live["scope-b"][name]
 
     fresh = ANALYTICS.renamed("analytics_rebuilt")
-    with rebuilt_view(fresh, settings, app.max_position()) as rebuilt:
+    with rebuilt_view(fresh, settings, app.store.max_position()) as rebuilt:
         assert snapshot(rebuilt, scopes) == live
         assert rebuilt.max_tracking_id(APP) == running.position()
 
@@ -449,5 +442,5 @@ def test_rebuilding_in_place_starts_from_scratch(settings: Settings, app: Dreami
     with start_projection(ANALYTICS, settings) as running:
         running.catch_up()
         live = snapshot(running.view, ["scope-a"])
-    with rebuilt_view(ANALYTICS, settings, app.max_position()) as view:
+    with rebuilt_view(ANALYTICS, settings, app.store.max_position()) as view:
         assert snapshot(view, ["scope-a"]) == live

@@ -38,7 +38,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from application.dreaming import Dreaming
+from application.bootstrap import Dreaming
+from application.store import EventStore
 from domain.artifact import (
     ACTIVE,
     DEACTIVATION_REASON_MAX_BYTES,
@@ -651,14 +652,14 @@ def test_memory_entries_round_trip_through_the_store_and_its_snapshots(
     Reads after that load the snapshot plus the later events, and must still equal the live
     Memory: the snapshot state (revisions, entry versions, the entry log) round-trips too.
     """
-    interval = Dreaming.snapshotting_intervals[Artifact]
+    interval = EventStore.snapshotting_intervals[Artifact]
 
     class LongLivedMemoryMachine(MemoryMachine):
         seed_entries = interval - 3
 
         @invariant()
         def a_memory_past_its_interval_has_a_snapshot(self) -> None:
-            store: Dreaming = self.store  # type: ignore[attr-defined]
+            store: EventStore = self.store  # type: ignore[attr-defined]
             if self.artifact.version >= interval:
                 assert store.snapshots is not None
                 latest = list(store.snapshots.get(self.artifact.id, desc=True, limit=1))

@@ -14,14 +14,13 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from adapters.demo import run_demo
-from adapters.persistence import open_dreaming
-from adapters.projection_runtime import open_view, rebuild, start_projection
-from adapters.replay_verification import verify
+from adapters.cli.demo import run_demo
 from adapters.settings import Settings
-from application.access import Caller, acting_as
+from adapters.store.persistence import open_dreaming
+from adapters.store.projection_runtime import open_view, rebuild, start_projection
+from adapters.store.replay_verification import verify
 from application.audit import replay, state_of
-from application.dreaming import Dreaming
+from application.bootstrap import Dreaming
 from domain.access import Resource
 from domain.artifact import Artifact
 from domain.errors import (
@@ -30,6 +29,7 @@ from domain.errors import (
     InvalidRequestError,
     ScopeNotFoundError,
 )
+from domain.policy import LOCAL, Caller
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from projections.catalog import READ_MODELS
 from projections.knowledge import KNOWLEDGE
@@ -64,7 +64,7 @@ def test_replay_verification_passes_on_a_random_workload_and_finds_a_corrupted_r
     report = verify(settings, READ_MODELS)
     assert [c.projection for c in report] == [spec.name for spec in READ_MODELS]
     assert all(c.equal for c in report), [t for c in report for t in c.tables if not t.equal]
-    assert all(c.position == app.max_position() for c in report)
+    assert all(c.position == app.store.max_position() for c in report)
     assert sum(t.live_rows for t in report[1].tables) > 0  # the inbox is not trivially empty
 
     # An auditor's check is only worth something if it can fail: tamper with one inbox row.
@@ -91,13 +91,13 @@ def test_any_aggregate_as_of_any_version_equals_folding_its_first_events(
         settings: Settings, app: Dreaming) -> None:
     rng = random.Random(11)
     WorkloadRunner(app, rng, scopes=3).run(commands=600)
-    originators = sorted({n.originator_id for n in app.recorder.select_notifications(
+    originators = sorted({n.originator_id for n in app.store.recorder.select_notifications(
         start=1, limit=100_000)}, key=str)
     checked = 0
     for aggregate_id in rng.sample(originators, min(60, len(originators))):
-        events = list(app.history(aggregate_id))
+        events = list(app.store.history(aggregate_id))
         for version in {1, len(events), rng.randint(1, len(events))}:
-            as_of = app.repository.get(aggregate_id, version=version)  # snapshots may apply
+            as_of = app.store.repository.get(aggregate_id, version=version)  # snapshots may apply
             folded = replay(events[:version])
             assert folded is not None
             assert state_of(as_of) == state_of(folded)
@@ -105,28 +105,28 @@ def test_any_aggregate_as_of_any_version_equals_folding_its_first_events(
     assert checked > 60
 
     # The Memory has snapshots (every 50 events): time travel across them stays exact.
-    memory = app.get_artifact("scope-00", "memory", "notes")
+    memory = app.records.get_artifact(LOCAL, "scope-00", "memory", "notes")
     assert memory.version > 50
     for version in (49, 50, 51, memory.version):
-        state = app.audit_state("scope-00", "artifact", "memory/notes", version)
-        events = list(app.history(memory.id))
+        state = app.audit.audit_state(LOCAL, "scope-00", "artifact", "memory/notes", version)
+        events = list(app.store.history(memory.id))
         assert state.state == state_of(replay(events[:version]))  # type: ignore[arg-type]
         assert state.current_version == memory.version
 
 
 def test_as_of_version_outside_the_history_is_refused(app: Dreaming) -> None:
-    app.create_scope("s")
-    app.record_source("s", "task", "t-1", text="ran it")
+    app.records.create_scope(LOCAL, "s")
+    app.records.record_source(LOCAL, "s", "task", "t-1", text="ran it")
     for bad in (0, 2, -1):
         with pytest.raises(InvalidRequestError) as refused:
-            app.audit_state("s", "source", "task/t-1", bad)
+            app.audit.audit_state(LOCAL, "s", "source", "task/t-1", bad)
         assert refused.value.details["field"] == "as_of_version"
     with pytest.raises(AuditNotFoundError):
-        app.audit_history("s", "source", "task/nope")
+        app.audit.audit_history(LOCAL, "s", "source", "task/nope")
     with pytest.raises(InvalidRequestError):
-        app.audit_history("s", "widget", "x")
+        app.audit.audit_history(LOCAL, "s", "widget", "x")
     with pytest.raises(InvalidRequestError):
-        app.audit_history("s", "artifact", "no-slash")
+        app.audit.audit_history(LOCAL, "s", "artifact", "no-slash")
 
 
 # -- history and who acted ----------------------------------------------------------------------
@@ -136,37 +136,35 @@ def test_as_of_version_outside_the_history_is_refused(app: Dreaming) -> None:
 def enforced(settings: Settings, tmp_path: Path) -> Dreaming:
     app = open_dreaming(settings.model_copy(update={"access": "enforced"}))
     admin = Caller("admin", admin=True)
-    with acting_as(admin):
-        app.create_scope("team")
-        for name, role in (("alice", "contributor"), ("bob", "reader")):
-            app.register_principal(name)
-            app.grant_role("team", name, role)
+    app.records.create_scope(admin, "team")
+    for name, role in (("alice", "contributor"), ("bob", "reader")):
+        app.access.register_principal(admin, name)
+        app.records.grant_role(admin, "team", name, role)
     return app
 
 
 def test_history_names_who_acted_and_is_read_like_the_aggregate(enforced: Dreaming) -> None:
     app = enforced
-    with acting_as(ALICE):
-        app.record_source("team", "task", "t-1", text="first")
-        app.amend_source("team", "task", "t-1", text="second")
-        history = app.audit_history("team", "source", "task/t-1")
+    app.records.record_source(ALICE, "team", "task", "t-1", text="first")
+    app.records.amend_source(ALICE, "team", "task", "t-1", text="second")
+    history = app.audit.audit_history(ALICE, "team", "source", "task/t-1")
     assert [(e.type, e.version, e.principal) for e in history] == [
         ("Source.Recorded", 1, "alice"), ("Source.Amended", 2, "alice")]
     assert history[1].payload["text"] == "second"
     assert history[0].time <= history[1].time
 
-    with acting_as(BOB):  # a reader may read the Source, so its history too
-        assert len(app.audit_history("team", "source", "task/t-1")) == 2
-        with pytest.raises(ForbiddenError):  # roles and grants: administrators only
-            app.audit_history("team", "scope", "team")
-    with acting_as(Caller("admin", admin=True)):
-        app.revoke_read("team", "bob", Resource.source("task", "t-1"))
-        scope_history = app.audit_history("team", "scope", "team")
+    # a reader may read the Source, so its history too
+    assert len(app.audit.audit_history(BOB, "team", "source", "task/t-1")) == 2
+    with pytest.raises(ForbiddenError):  # roles and grants: administrators only
+        app.audit.audit_history(BOB, "team", "scope", "team")
+    app.records.revoke_read(Caller("admin", admin=True), "team", "bob",
+                            Resource.source("task", "t-1"))
+    scope_history = app.audit.audit_history(Caller("admin", admin=True), "team", "scope", "team")
     assert scope_history[-1].principal == "admin"
-    with acting_as(BOB), pytest.raises(ForbiddenError):
-        app.audit_history("team", "source", "task/t-1")
-    with acting_as(Caller("mallory")), pytest.raises(ScopeNotFoundError):
-        app.audit_history("team", "source", "task/t-1")
+    with pytest.raises(ForbiddenError):
+        app.audit.audit_history(BOB, "team", "source", "task/t-1")
+    with pytest.raises(ScopeNotFoundError):
+        app.audit.audit_history(Caller("mallory"), "team", "source", "task/t-1")
 
 
 # -- trace --------------------------------------------------------------------------------------
@@ -179,7 +177,7 @@ def test_the_trace_of_the_demos_knowledge_reaches_exact_entry_versions(
     skill = ArtifactRef.from_dict(report["approved"]["skill"]["ref"])
     refine_run, _, skill_run = report["dreams"]
 
-    trace = app.trace("demo", experience)
+    trace = app.audit.trace(LOCAL, "demo", experience)
     candidate, run = trace["candidate"], trace["run"]
     assert trace["revision"]["provenance"]["candidate_id"] == candidate["candidate_id"]
     assert candidate["approved_by"] == "local"
@@ -189,11 +187,11 @@ def test_the_trace_of_the_demos_knowledge_reaches_exact_entry_versions(
     assert run["model_config_id"] == refine_run["model_config_id"]
     assert run["usage"]["model_calls"] == 1
     assert run["prompt_version"]
-    stored_run = app.get_dream("demo", run["run_id"])
+    stored_run = app.runs.get_dream(LOCAL, "demo", run["run_id"])
     assert trace["manifest"]["digest"] == run["manifest_digest"] == stored_run.manifest_digest
     # The exact entry version the Experience cites, with the content hash stored for it.
     [cited] = trace["evidence"]["memory_entries"]
-    memory = app.get_artifact("demo", "memory", "team-notes")
+    memory = app.records.get_artifact(LOCAL, "demo", "memory", "team-notes")
     version = memory.entry_version(cited["entry_id"], cited["entry_version_id"])
     assert cited["content_hash"] == version.content_hash
     assert cited["active_now"] is True
@@ -204,15 +202,16 @@ def test_the_trace_of_the_demos_knowledge_reaches_exact_entry_versions(
     assert {e["entry_version_id"] for e in manifest_entries} >= {cited["entry_version_id"]}
 
     # The Skill's chain goes through its own run to the Experience's entry versions.
-    skill_trace = app.trace("demo", skill)
+    skill_trace = app.audit.trace(LOCAL, "demo", skill)
     assert skill_trace["run"]["run_id"] == skill_run["run_id"]
     assert skill_trace["run"]["operation"] == "derive_skill"
     skill_entries = skill_trace["manifest"]["evidence"]["memory_entries"]
     assert cited["entry_version_id"] in {e["entry_version_id"] for e in skill_entries}
 
     # Status "now" follows the store: retire the entry and the trace says so.
-    app.deactivate_entry("demo", "team-notes", cited["entry_id"], reason="superseded")
-    [after] = app.trace("demo", experience)["evidence"]["memory_entries"]
+    app.records.deactivate_entry(LOCAL, "demo", "team-notes", cited["entry_id"],
+                                 reason="superseded")
+    [after] = app.audit.trace(LOCAL, "demo", experience)["evidence"]["memory_entries"]
     assert (after["active_now"], after["status_now"]) == (False, "inactive")
     assert after["content_hash"] == cited["content_hash"]  # what was cited never changes
 
@@ -221,12 +220,12 @@ def test_a_poison_event_is_the_same_dead_letter_live_rebuilt_and_replayed(
         settings: Settings, app: Dreaming) -> None:
     """Rebuilds and replays apply events in fast batches; a batch with a failing event is
     redone an event per savepoint, so the view ends exactly as the live one does."""
-    app.create_scope("s")
+    app.records.create_scope(LOCAL, "s")
     lineage = Lineage(sources=(SourceRef("task", "t-1"),))
 
     def approved(artifact_id: str, provenance: dict[str, Any]) -> int | None:
-        return app.commit(Artifact.create("s", "experience", artifact_id, EXPERIENCE, lineage,
-                                          provenance))
+        return app.store.commit(Artifact.create("s", "experience", artifact_id, EXPERIENCE, lineage,
+                                                provenance))
 
     review = {"kind": "review", "candidate_id": "c", "candidate_version": 1,
               "proposer": "p", "approver": "a", "run_id": None}
@@ -242,7 +241,7 @@ def test_a_poison_event_is_the_same_dead_letter_live_rebuilt_and_replayed(
     [verified] = verify(settings, [KNOWLEDGE])
     assert verified.equal  # the replay hit the same dead letter, and applied the rest
 
-    assert rebuild(KNOWLEDGE, settings) == app.max_position()
+    assert rebuild(KNOWLEDGE, settings) == app.store.max_position()
     view = open_view(KNOWLEDGE, settings)
     try:
         assert [d.notification_id for d in view.dead_letters()] == [poison]

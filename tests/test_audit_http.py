@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters.client import DreamClient
-from adapters.projection_runtime import open_view
+from adapters.client.dream_client import DreamClient
 from adapters.settings import Settings
-from application.access import Caller, acting_as
+from adapters.store.projection_runtime import open_view
 from domain.errors import InvalidRequestError
+from domain.policy import Caller
 from domain.refs import ArtifactRef
 from projections.review_inbox import REVIEW_INBOX
 from tests.conftest import LiveApi
@@ -28,13 +28,13 @@ TASK = {"source_type": "task", "source_id": "pay-1"}
 def clients(live_api: LiveApi) -> Iterator[tuple[DreamClient, DreamClient, DreamClient]]:
     """The deployment admin, contributor carl and reviewer vera in scope ``team``."""
     app = live_api.dreaming
-    with acting_as(Caller("admin", admin=True)):
-        app.create_scope("team")
-        tokens = {}
-        for name, role in (("carl", "contributor"), ("vera", "reviewer")):
-            app.register_principal(name)
-            tokens[name] = app.issue_token(name).value
-            app.grant_role("team", name, role)
+    deployment_admin = Caller("admin", admin=True)
+    app.records.create_scope(deployment_admin, "team")
+    tokens = {}
+    for name, role in (("carl", "contributor"), ("vera", "reviewer")):
+        app.access.register_principal(deployment_admin, name)
+        tokens[name] = app.access.issue_token(deployment_admin, name).value
+        app.records.grant_role(deployment_admin, "team", name, role)
     admin = DreamClient(live_api.base_url, live_api.admin_token)
     carl = DreamClient(live_api.base_url, tokens["carl"])
     vera = DreamClient(live_api.base_url, tokens["vera"])
@@ -44,10 +44,10 @@ def clients(live_api: LiveApi) -> Iterator[tuple[DreamClient, DreamClient, Dream
 
 
 def approved_lesson(carl: DreamClient, vera: DreamClient) -> ArtifactRef:
-    carl.record_source("team", **TASK, text="the retry charged once")
-    carl.propose_candidate("team", candidate_id="c-1", family="experience",
-                           proposal=EXPERIENCE, reason="seen in pay-1", sources=[TASK])
-    approved = vera.approve_candidate("team", "c-1", expected_version=1)
+    carl.sources.record("team", **TASK, text="the retry charged once")
+    carl.candidates.propose("team", candidate_id="c-1", family="experience",
+                            proposal=EXPERIENCE, reason="seen in pay-1", sources=[TASK])
+    approved = vera.candidates.approve("team", "c-1", expected_version=1)
     assert approved.result is not None
     return approved.result.to_domain()
 
@@ -55,33 +55,34 @@ def approved_lesson(carl: DreamClient, vera: DreamClient) -> ArtifactRef:
 def test_history_names_who_acted_and_travels_back_in_time(
         clients: tuple[DreamClient, DreamClient, DreamClient]) -> None:
     _, carl, vera = clients
-    carl.record_source("team", **TASK, text="first account")
-    carl.propose_candidate("team", candidate_id="c-1", family="experience",
-                           proposal=EXPERIENCE, reason="seen once", sources=[TASK])
-    vera.reject_candidate("team", "c-1", expected_version=1, reason="too specific")
+    carl.sources.record("team", **TASK, text="first account")
+    carl.candidates.propose("team", candidate_id="c-1", family="experience",
+                            proposal=EXPERIENCE, reason="seen once", sources=[TASK])
+    vera.candidates.reject("team", "c-1", expected_version=1, reason="too specific")
 
-    history = vera.audit("team", "candidate", "c-1")
+    history = vera.audit.history("team", "candidate", "c-1")
     assert [(e.type, e.principal) for e in history.events] == [
         ("Candidate.Proposed", "carl"), ("Candidate.Rejected", "vera")]
     assert history.events[1].payload["reason"] == "too specific"
     assert history.state is None
 
-    back = vera.audit("team", "candidate", "c-1", as_of_version=1)
+    back = vera.audit.history("team", "candidate", "c-1", as_of_version=1)
     assert (back.current_version, back.as_of_version, len(back.events)) == (2, 1, 1)
     assert back.state is not None
     assert back.state["status"] == "pending"
-    assert vera.audit("team", "candidate", "c-1", as_of_version=2).state["status"] == "rejected"
-    source = carl.audit("team", "source", "task/pay-1")
+    rejected = vera.audit.history("team", "candidate", "c-1", as_of_version=2)
+    assert rejected.state["status"] == "rejected"
+    source = carl.audit.history("team", "source", "task/pay-1")
     assert source.events[0].payload["text"] == "first account"
     with pytest.raises(InvalidRequestError):
-        vera.audit("team", "candidate", "c-1", as_of_version=3)
+        vera.audit.history("team", "candidate", "c-1", as_of_version=3)
 
 
 def test_the_trace_names_the_approval_and_the_exact_evidence(
         clients: tuple[DreamClient, DreamClient, DreamClient]) -> None:
     _, carl, vera = clients
     lesson = approved_lesson(carl, vera)
-    trace = carl.trace("team", lesson)
+    trace = carl.audit.trace("team", lesson)
     assert trace.revision["provenance"]["approver"] == "vera"
     assert trace.candidate is not None
     assert (trace.candidate["proposer"], trace.candidate["approved_by"]) == ("carl", "vera")
@@ -97,18 +98,18 @@ def test_a_poison_event_is_a_dead_letter_that_health_and_metrics_report(
         clients: tuple[DreamClient, DreamClient, DreamClient]) -> None:
     admin, carl, vera = clients
     assert admin.health().status == "ok"
-    carl.record_source("team", **TASK, text="the retry charged once")
-    proposed = carl.propose_candidate("team", candidate_id="c-1", family="experience",
-                                      proposal=EXPERIENCE, reason="seen", sources=[TASK])
-    carl.list_candidates("team", after=proposed.position)  # the inbox has the row
+    carl.sources.record("team", **TASK, text="the retry charged once")
+    proposed = carl.candidates.propose("team", candidate_id="c-1", family="experience",
+                                       proposal=EXPERIENCE, reason="seen", sources=[TASK])
+    carl.candidates.list("team", after=proposed.position)  # the inbox has the row
     view = open_view(REVIEW_INBOX, settings)
     try:
         with view._writing() as cursor:  # the row vanishes behind the projection's back
             cursor.execute(f"DELETE FROM {view.table()}", {})
     finally:
         view.close()
-    rejected = vera.reject_candidate("team", "c-1", expected_version=1, reason="no")
-    carl.list_candidates("team", after=rejected.position)  # applied: as a dead letter
+    rejected = vera.candidates.reject("team", "c-1", expected_version=1, reason="no")
+    carl.candidates.list("team", after=rejected.position)  # applied: as a dead letter
 
     health = admin.health()
     assert health.status == "degraded"
@@ -116,7 +117,7 @@ def test_a_poison_event_is_a_dead_letter_that_health_and_metrics_report(
     assert health.projections["runs"].dead_letters == 0
     metrics = admin.metrics()
     assert 'dream_read_model_dead_letters{projection="review_inbox"} 1' in metrics
-    assert f"dream_store_position {live_api.dreaming.max_position()}" in metrics
+    assert f"dream_store_position {live_api.dreaming.store.max_position()}" in metrics
     assert "# TYPE dream_read_model_lag gauge" in metrics
 
 
@@ -125,7 +126,7 @@ def test_dream_audit_replay_exits_1_on_a_tampered_view_and_traces_from_the_cli(
         clients: tuple[DreamClient, DreamClient, DreamClient]) -> None:
     _, carl, vera = clients
     lesson = approved_lesson(carl, vera)
-    carl.search_knowledge("team", "idempotency", after=live_api.dreaming.max_position())
+    carl.knowledge.search("team", "idempotency", after=live_api.dreaming.store.max_position())
     store = (["--database-url", settings.database_url] if settings.database_url
              else ["--data-dir", str(settings.data_dir)])
 
@@ -164,18 +165,18 @@ def test_dream_audit_replay_exits_1_on_a_tampered_view_and_traces_from_the_cli(
 def test_impact_of_a_source_reaches_everything_built_on_it_that_the_caller_may_read(
         live_api: LiveApi, clients: tuple[DreamClient, DreamClient, DreamClient]) -> None:
     admin, carl, vera = clients
-    carl.record_source("team", **TASK, text="the retry charged once")
-    carl.create_memory("team", memory_id="m")
-    entry = carl.add_entry("team", memory_id="m", entry_id="retries", kind="task_record",
-                           text="payments are retried with the same key", sources=[TASK])
+    carl.sources.record("team", **TASK, text="the retry charged once")
+    carl.memories.create("team", memory_id="m")
+    entry = carl.memories.add_entry("team", memory_id="m", entry_id="retries", kind="task_record",
+                                    text="payments are retried with the same key", sources=[TASK])
     citation = entry.citation.model_dump()
-    carl.propose_candidate("team", candidate_id="c-1", family="experience",
-                           proposal=EXPERIENCE, reason="seen", memory_citations=[citation])
-    approved = vera.approve_candidate("team", "c-1", expected_version=1)
+    carl.candidates.propose("team", candidate_id="c-1", family="experience",
+                            proposal=EXPERIENCE, reason="seen", memory_citations=[citation])
+    approved = vera.candidates.approve("team", "c-1", expected_version=1)
     assert approved.result is not None
     lesson = approved.result.to_domain()
 
-    impact = carl.impact("team", "source", "task/pay-1", after=approved.position)
+    impact = carl.audit.impact("team", "source", "task/pay-1", after=approved.position)
     found = {(d.kind, d.key): d.depth for d in impact.dependents}
     entry_key = f"m/retries@{entry.entry_version_id}"
     lesson_key = f"experience/{lesson.artifact_id}@1"
@@ -184,12 +185,12 @@ def test_impact_of_a_source_reaches_everything_built_on_it_that_the_caller_may_r
     assert found[("artifact_revision", lesson_key)] == 1
     assert impact.hidden == 0
 
-    admin.revoke_read("team", principal="vera",
-                      resource={"kind": "artifact", "family": "experience",
-                                "artifact_id": lesson.artifact_id})
-    seen_by_vera = vera.impact("team", "source", "task/pay-1")
+    admin.access.revoke_read("team", principal="vera",
+                             resource={"kind": "artifact", "family": "experience",
+                                       "artifact_id": lesson.artifact_id})
+    seen_by_vera = vera.audit.impact("team", "source", "task/pay-1")
     assert ("artifact_revision", lesson_key) not in {(d.kind, d.key)
                                                      for d in seen_by_vera.dependents}
     assert seen_by_vera.hidden == 1
     with pytest.raises(InvalidRequestError):
-        carl.impact("team", "artifact_revision", "no-slash-or-at")
+        carl.audit.impact("team", "artifact_revision", "no-slash-or-at")

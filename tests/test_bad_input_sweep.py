@@ -25,9 +25,9 @@ import pytest
 from adapters.http.app import create_app
 from adapters.http.errors import STATUS_BY_CODE, status_for
 from adapters.http.server import running_server
-from adapters.persistence import open_dreaming
 from adapters.settings import Settings
-from application.dreaming import Dreaming
+from adapters.store.persistence import open_dreaming
+from application.bootstrap import Dreaming
 from domain.errors import DomainError
 from tests.conftest import STORES, fresh_postgres_url
 
@@ -333,7 +333,7 @@ def seeded(request: pytest.FixtureRequest,
         server = request.getfixturevalue("postgres_server")
         settings = settings.model_copy(update={"database_url": fresh_postgres_url(server)})
     dreaming = open_dreaming(settings)
-    token = dreaming.bootstrap_admin()
+    token = dreaming.access.bootstrap_admin()
     with running_server(create_app(dreaming, settings)) as base_url, httpx.Client(
             base_url=base_url, headers={"Authorization": f"Bearer {token}"},
             timeout=30) as http:
@@ -381,13 +381,13 @@ def test_the_sweep_covers_every_operation_of_the_document() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_bad_input_is_refused_in_the_envelope_and_writes_nothing(seeded: Seeded,
                                                                  case: Case) -> None:
-    before = seeded.dreaming.max_position()
+    before = seeded.dreaming.store.max_position()
     response = seeded.request(case)
     text = response.content.decode("utf-8")  # strict: every answer is UTF-8
     assert response.status_code < 500, text
     if response.status_code < 400:
         assert not case.refused, f"accepted: {text}"
-        assert seeded.dreaming.max_position() == before
+        assert seeded.dreaming.store.max_position() == before
         return
     body = response.json()
     assert set(body) == {"error"}, text
@@ -399,4 +399,4 @@ def test_bad_input_is_refused_in_the_envelope_and_writes_nothing(seeded: Seeded,
     expected_status = {"method_not_allowed": 405}.get(error["code"], status_for(error["code"]))
     assert response.status_code == expected_status, text
     assert "Traceback" not in text
-    assert seeded.dreaming.max_position() == before
+    assert seeded.dreaming.store.max_position() == before

@@ -33,7 +33,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from application.dreaming import Dreaming
+from application.bootstrap import Dreaming
 from domain.candidate import (
     APPROVED,
     MAX_CANDIDATE_EVIDENCE,

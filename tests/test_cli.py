@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from adapters.client import DreamClient
+from adapters.client.dream_client import DreamClient
 from tests.conftest import LiveApi
 
 
@@ -120,25 +120,32 @@ def test_settings_come_from_the_environment_over_an_optional_file(tmp_path: Path
     assert shown.stdout.split() == [str(tmp_path / "from-file"), "3"]
 
 
-def test_review_and_knowledge_commands_over_the_api(live_api: LiveApi) -> None:
+def _propose_two_candidates(live_api: LiveApi) -> int | None:
+    """Pending Candidates c1 (citing a Memory entry) and c2 (citing a Source) in scope
+    ``team``; the event position of the first."""
     experience = {"situation": "a payment timed out", "action": "retried with one key",
                   "outcome": "charged once", "lesson": "retry payments with idempotency keys"}
     with DreamClient(live_api.base_url, live_api.admin_token) as client:
-        client.create_scope("team")
-        client.record_source("team", source_type="task", source_id="t", text="retried")
-        client.create_memory("team", memory_id="m")
-        entry = client.add_entry("team", memory_id="m", entry_id="e", kind="note",
-                                 text="retry with one key",
-                                 sources=[{"source_type": "task", "source_id": "t"}])
-        proposed = client.propose_candidate("team", candidate_id="c1", family="experience",
-                                            proposal=experience, reason="seen once",
-                                            memory_citations=[entry.citation])
-        client.propose_candidate("team", candidate_id="c2", family="experience",
-                                 proposal=experience, reason="a duplicate",
-                                 sources=[{"source_type": "task", "source_id": "t"}])
+        client.scopes.create("team")
+        client.sources.record("team", source_type="task", source_id="t", text="retried")
+        client.memories.create("team", memory_id="m")
+        entry = client.memories.add_entry("team", memory_id="m", entry_id="e", kind="note",
+                                          text="retry with one key",
+                                          sources=[{"source_type": "task", "source_id": "t"}])
+        proposed = client.candidates.propose("team", candidate_id="c1", family="experience",
+                                             proposal=experience, reason="seen once",
+                                             memory_citations=[entry.citation])
+        client.candidates.propose("team", candidate_id="c2", family="experience",
+                                  proposal=experience, reason="a duplicate",
+                                  sources=[{"source_type": "task", "source_id": "t"}])
+    return proposed.position
+
+
+def test_review_and_knowledge_commands_over_the_api(live_api: LiveApi) -> None:
+    first_position = _propose_two_candidates(live_api)
     common = ["--scope", "team", "--url", live_api.base_url, "--token", live_api.admin_token]
 
-    listed = dream("review", "list", *common, "--after", str(proposed.position), "--json")
+    listed = dream("review", "list", *common, "--after", str(first_position), "--json")
     assert listed.returncode == 0, listed.stderr
     assert [c["candidate_id"] for c in json.loads(listed.stdout)["candidates"]] == ["c1", "c2"]
     text = dream("review", "list", *common, "--limit", "1")

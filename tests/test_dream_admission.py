@@ -8,13 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from application.access import Caller, acting_as
-from application.dreaming import Dreaming
+from application.bootstrap import Dreaming
 from domain.access import Resource
 from domain.dream_queue import DreamQueue
 from domain.dream_request import DreamRequest
 from domain.dream_run import DreamRun
 from domain.errors import DomainError
+from domain.policy import LOCAL, Caller
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 
 EXPERIENCE = {"situation": "Retried a write", "action": "Used key K",
@@ -25,19 +25,22 @@ TASK = SourceRef("task", "t1")
 @pytest.fixture
 def world(app: Dreaming) -> Dreaming:
     """A scope with a task Source, a Memory citing it and an Experience over it."""
-    app.create_scope("s")
-    app.record_source("s", "task", "t1", text="Replayed the write with key K; one charge.")
-    app.record_source("s", "note", "internal", text="management note", eligibility="lineage_only")
-    app.create_memory("s", "m", principal="svc")
-    app.add_entry("s", "m", "e1", "task_record", "Use key K on retries", sources=[TASK])
-    app.add_entry("s", "m", "sibling", "private_note", "UNSELECTED_SIBLING_SENTINEL")
-    app.create_artifact("s", "experience", "x", EXPERIENCE, principal="svc",
-                        lineage=Lineage(sources=(TASK,)))
+    app.records.create_scope(LOCAL, "s")
+    app.records.record_source(LOCAL, "s", "task", "t1",
+                              text="Replayed the write with key K; one charge.")
+    app.records.record_source(LOCAL, "s", "note", "internal", text="management note",
+                              eligibility="lineage_only")
+    app.records.create_memory(LOCAL, "s", "m", principal="svc")
+    app.records.add_entry(LOCAL, "s", "m", "e1", "task_record", "Use key K on retries",
+                          sources=[TASK])
+    app.records.add_entry(LOCAL, "s", "m", "sibling", "private_note", "UNSELECTED_SIBLING_SENTINEL")
+    app.records.create_artifact(LOCAL, "s", "experience", "x", EXPERIENCE, principal="svc",
+                                lineage=Lineage(sources=(TASK,)))
     return app
 
 
 def citation(app: Dreaming, entry_id: str = "e1") -> MemoryCitation:
-    memory = app.get_artifact("s", "memory", "m")
+    memory = app.records.get_artifact(LOCAL, "s", "memory", "m")
     return MemoryCitation(memory.head_ref, entry_id,
                           memory.manifest()[entry_id].entry_version_id)
 
@@ -57,46 +60,43 @@ def code_of(command: Callable[[], object]) -> str:
 def test_admission_replays_the_same_request_and_refuses_a_changed_one(world: Dreaming) -> None:
     cited = citation(world)
     # A duplicated citation is accepted as one.
-    first = world.request_dream("s", refine("k1", memory_citations=[cited, cited]))
+    first = world.runs.request_dream(LOCAL, "s", refine("k1", memory_citations=[cited, cited]))
     run = first.value.run
     assert (run.status, first.value.replayed) == ("queued", False)
-    assert run.request["memory_citations"] == [cited.to_dict()]
+    assert run.request.to_dict()["memory_citations"] == [cited.to_dict()]
     assert first.position is not None
 
     # Replaying the same request returns the stored run and writes nothing.
-    before = world.max_position()
-    replay = world.request_dream("s", refine("k1", memory_citations=[cited]))
+    before = world.store.max_position()
+    replay = world.runs.request_dream(LOCAL, "s", refine("k1", memory_citations=[cited]))
     assert replay.value.replayed
     assert replay.value.run == run
-    assert world.max_position() == before
+    assert world.store.max_position() == before
 
     # The same key with another Source is a conflict.
-    assert code_of(lambda: world.request_dream(
-        "s", refine("k1", memory_citations=[cited], sources=[TASK]))) == "idempotency_conflict"
-    assert world.max_position() == before
+    assert code_of(lambda: world.runs.request_dream(
+        LOCAL, "s", refine("k1", memory_citations=[cited],
+                           sources=[TASK]))) == "idempotency_conflict"
+    assert world.store.max_position() == before
 
 
-def test_replay_comes_before_every_check_but_scope_read(world: Dreaming) -> None:
-    enforced = world
-    enforced.enforce_access = True
-    admin = Caller("admin", admin=True)
-    with acting_as(admin):
-        enforced.register_principal("carl")
-        enforced.grant_role("s", "carl", "contributor")
-    with acting_as(Caller("carl")):
-        run = enforced.request_dream("s", refine("k", memory_citations=[citation(world)]))
+def test_replay_comes_before_every_check_but_scope_read(world: Dreaming,
+                                                          enforced_app: Dreaming) -> None:
+    enforced = enforced_app
+    admin, carl = Caller("admin", admin=True), Caller("carl")
+    enforced.access.register_principal(admin, "carl")
+    enforced.records.grant_role(admin, "s", "carl", "contributor")
+    run = enforced.runs.request_dream(carl, "s", refine("k", memory_citations=[citation(world)]))
     # Carl is demoted to reader: a replay still answers, a new key is forbidden.
-    with acting_as(admin):
-        enforced.revoke_role("s", "carl", "contributor")
-        enforced.grant_role("s", "carl", "reader")
-    with acting_as(Caller("carl")):
-        again = enforced.request_dream("s", refine("k", memory_citations=[citation(world)]))
-        assert again.value.run.run_id == run.value.run.run_id
-        assert code_of(lambda: enforced.request_dream(
-            "s", refine("k2", memory_citations=[citation(world)]))) == "forbidden"
+    enforced.records.revoke_role(admin, "s", "carl", "contributor")
+    enforced.records.grant_role(admin, "s", "carl", "reader")
+    again = enforced.runs.request_dream(carl, "s", refine("k", memory_citations=[citation(world)]))
+    assert again.value.run.run_id == run.value.run.run_id
+    assert code_of(lambda: enforced.runs.request_dream(
+        carl, "s", refine("k2", memory_citations=[citation(world)]))) == "forbidden"
     # Another principal's identical key names another run.
-    with acting_as(admin):
-        other = enforced.request_dream("s", refine("k", memory_citations=[citation(world)]))
+    other = enforced.runs.request_dream(admin, "s",
+                                        refine("k", memory_citations=[citation(world)]))
     assert other.value.run.run_id != run.value.run.run_id
 
 
@@ -108,29 +108,30 @@ def test_eight_concurrent_admissions_with_one_key_make_one_run(
 
     def admit(index: int) -> str:
         barrier.wait()
-        return apps[index].request_dream("s", refine("same", memory_citations=[cited])
-                                         ).value.run.run_id
+        return apps[index].runs.request_dream(LOCAL, "s", refine("same", memory_citations=[cited])
+                                              ).value.run.run_id
 
     with ThreadPoolExecutor(len(apps)) as pool:
         run_ids = set(pool.map(admit, range(len(apps))))
     assert len(run_ids) == 1
-    queue = world.repository.get(DreamQueue.create_id("s"))
+    queue = world.store.repository.get(DreamQueue.create_id("s"))
     assert list(queue.pending) == list(run_ids)
 
 
 def test_target_must_be_the_current_head(world: Dreaming) -> None:
     head = ArtifactRef("experience", "x", 1)
-    admitted = world.request_dream("s", refine("t1", artifacts=[head], target=head))
-    world.replace_artifact("s", "experience", "x", {**EXPERIENCE, "lesson": "Always"},
-                           principal="svc", expected_revision=1)
+    admitted = world.runs.request_dream(LOCAL, "s", refine("t1", artifacts=[head], target=head))
+    world.records.replace_artifact(LOCAL, "s", "experience", "x",
+                                   {**EXPERIENCE, "lesson": "Always"},
+                                   principal="svc", expected_revision=1)
     # The old key still replays the original run although the head moved...
-    assert world.request_dream("s", refine("t1", artifacts=[head], target=head)
-                               ).value.run == admitted.value.run
+    assert world.runs.request_dream(LOCAL, "s", refine("t1", artifacts=[head], target=head)
+                                    ).value.run == admitted.value.run
     # ...while a new key with the stale target is refused.
-    before = world.max_position()
-    assert code_of(lambda: world.request_dream(
-        "s", refine("t2", artifacts=[head], target=head))) == "artifact_conflict"
-    assert world.max_position() == before
+    before = world.store.max_position()
+    assert code_of(lambda: world.runs.request_dream(
+        LOCAL, "s", refine("t2", artifacts=[head], target=head))) == "artifact_conflict"
+    assert world.store.max_position() == before
 
 
 @pytest.mark.parametrize(("build", "code"), [
@@ -143,31 +144,32 @@ def test_target_must_be_the_current_head(world: Dreaming) -> None:
 ])
 def test_evidence_is_checked_at_admission(world: Dreaming, build: Callable[[Dreaming],
                                           DreamRequest], code: str) -> None:
-    before = world.max_position()
-    assert code_of(lambda: world.request_dream("s", build(world))) == code
-    assert world.max_position() == before
+    before = world.store.max_position()
+    assert code_of(lambda: world.runs.request_dream(LOCAL, "s", build(world))) == code
+    assert world.store.max_position() == before
 
 
 def test_retired_entries_and_missing_scopes_are_refused(world: Dreaming) -> None:
     cited = citation(world)
-    world.deactivate_entry("s", "m", "e1")
-    assert code_of(lambda: world.request_dream("s", refine("k", memory_citations=[cited]))) == (
+    world.records.deactivate_entry(LOCAL, "s", "m", "e1")
+    assert code_of(lambda: world.runs.request_dream(LOCAL, "s",
+                                                    refine("k", memory_citations=[cited]))) == (
         "memory_entry_inactive")
-    assert code_of(lambda: world.request_dream("nowhere", refine(
+    assert code_of(lambda: world.runs.request_dream(LOCAL, "nowhere", refine(
         "k", memory_citations=[cited]))) == "scope_not_found"
 
 
 def test_capacity_per_scope_is_exact(world: Dreaming) -> None:
-    world.change_scope_settings("s", {"dream_max_pending_per_scope": 2})
+    world.records.change_scope_settings(LOCAL, "s", {"dream_max_pending_per_scope": 2})
     head = ArtifactRef("experience", "x", 1)
     for key in ("a", "b"):
-        world.request_dream("s", refine(key, artifacts=[head]))
-    before = world.max_position()
+        world.runs.request_dream(LOCAL, "s", refine(key, artifacts=[head]))
+    before = world.store.max_position()
     with pytest.raises(DomainError) as refused:
-        world.request_dream("s", refine("c", artifacts=[head]))
+        world.runs.request_dream(LOCAL, "s", refine("c", artifacts=[head]))
     assert refused.value.code == "capacity_exceeded"
     assert refused.value.details == {"limit": 2, "pending": 2}
-    assert world.max_position() == before
+    assert world.store.max_position() == before
 
 
 def test_deep_lineage_is_refused_at_admission_but_fine_for_ordinary_revisions(
@@ -175,77 +177,81 @@ def test_deep_lineage_is_refused_at_admission_but_fine_for_ordinary_revisions(
     # Twelve chained revisions are ordinary management writes...
     previous = ArtifactRef("experience", "x", 1)
     for index in range(2, 14):
-        world.create_artifact("s", "experience", f"x{index}", EXPERIENCE, principal="svc",
-                              lineage=Lineage(artifacts=(previous,)))
+        world.records.create_artifact(LOCAL, "s", "experience", f"x{index}", EXPERIENCE,
+                                      principal="svc",
+                                      lineage=Lineage(artifacts=(previous,)))
         previous = ArtifactRef("experience", f"x{index}", 1)
     # ...but deriving a Skill from the tip would walk deeper than 8 levels.
-    assert code_of(lambda: world.request_dream("s", DreamRequest.create(
+    assert code_of(lambda: world.runs.request_dream(LOCAL, "s", DreamRequest.create(
         "derive_skill", "deep", artifacts=[previous]))) == "evidence_limit_exceeded"
 
 
 def test_prompt_lineage_is_not_factual_evidence(world: Dreaming) -> None:
-    world.create_artifact("s", "prompt", "p", {"template": "Summarise {x}"}, principal="svc")
-    world.create_artifact("s", "experience", "with-prompt", EXPERIENCE, principal="svc",
-                          lineage=Lineage(sources=(TASK,),
-                                          artifacts=(ArtifactRef("prompt", "p", 1),)))
-    admitted = world.request_dream("s", DreamRequest.create(
+    world.records.create_artifact(LOCAL, "s", "prompt", "p", {"template": "Summarise {x}"},
+                                  principal="svc")
+    world.records.create_artifact(LOCAL, "s", "experience", "with-prompt", EXPERIENCE,
+                                  principal="svc",
+                                  lineage=Lineage(sources=(TASK,),
+                                                  artifacts=(ArtifactRef("prompt", "p", 1),)))
+    admitted = world.runs.request_dream(LOCAL, "s", DreamRequest.create(
         "derive_skill", "skill", artifacts=[ArtifactRef("experience", "with-prompt", 1)]))
     assert admitted.value.run.status == "queued"
 
 
 def test_projection_limits_are_checked_at_admission(world: Dreaming) -> None:
-    world.change_scope_settings("s", {"max_items": 1})
-    assert code_of(lambda: world.request_dream(
-        "s", refine("k", artifacts=[ArtifactRef("experience", "x", 1)]))) == (
+    world.records.change_scope_settings(LOCAL, "s", {"max_items": 1})
+    assert code_of(lambda: world.runs.request_dream(
+        LOCAL, "s", refine("k", artifacts=[ArtifactRef("experience", "x", 1)]))) == (
         "evidence_limit_exceeded")
 
 
-def start(app: Dreaming, run_id: str, lease_seconds: float = 30) -> tuple[DreamRun, int]:
-    run = app.get_dream("s", run_id)
+def start(app: Dreaming, run_id: str, lease_seconds: float = 30,
+          caller: Caller = LOCAL) -> tuple[DreamRun, int]:
+    run = app.runs.get_dream(caller, "s", run_id)
     assert run.start_attempt(app.clock(), "offline-test", lease_seconds)
-    app.commit(run)
+    app.store.commit(run, acted_by=caller)
     return run, run.attempt
 
 
 def test_first_attempt_freezes_the_manifest_and_later_ones_replay_it(world: Dreaming) -> None:
-    admitted = world.request_dream("s", refine("k", memory_citations=[citation(world)]))
+    admitted = world.runs.request_dream(LOCAL, "s", refine("k", memory_citations=[citation(world)]))
     run_id = admitted.value.run.run_id
     run, attempt = start(world, run_id)
-    first = world.resolve_run_evidence(run, attempt)
-    frozen = world.get_dream("s", run_id)
-    assert frozen.manifest == first.manifest.to_dict()
-    assert type(world.history(frozen.id)[-1]).__qualname__ == "DreamRun.ManifestFrozen"
+    first = world.runs.resolve_run_evidence(run, attempt)
+    frozen = world.runs.get_dream(LOCAL, "s", run_id)
+    assert frozen.manifest is not None
+    assert frozen.manifest.to_dict() == first.manifest.to_dict()
+    assert type(world.store.history(frozen.id)[-1]).__qualname__ == "DreamRun.ManifestFrozen"
     # The sibling entry was never read into the projection.
     assert "UNSELECTED_SIBLING_SENTINEL" not in str(first.projection.to_dict())
 
     # A retry resolves against the frozen manifest, and gets the same evidence.
     frozen.requeue(attempt, "generation_failed")
-    world.commit(frozen)
+    world.store.commit(frozen)
     run, attempt = start(world, run_id)
-    again = world.resolve_run_evidence(run, attempt)
+    again = world.runs.resolve_run_evidence(run, attempt)
     assert again.manifest == first.manifest
     assert again.projection.digest == first.projection.digest
 
     # The Source behind the cited entry changes: the pinned run refuses to use the new world.
-    world.amend_source("s", "task", "t1", text="a different account of the task")
-    assert code_of(lambda: world.resolve_run_evidence(
-        world.get_dream("s", run_id), attempt)) == "evidence_unavailable"
+    world.records.amend_source(LOCAL, "s", "task", "t1", text="a different account of the task")
+    assert code_of(lambda: world.runs.resolve_run_evidence(
+        world.runs.get_dream(LOCAL, "s", run_id), attempt)) == "evidence_unavailable"
 
 
-def test_a_run_uses_its_requesters_current_rights(world: Dreaming) -> None:
-    world.enforce_access = True
+def test_a_run_uses_its_requesters_current_rights(world: Dreaming,
+                                                   enforced_app: Dreaming) -> None:
+    enforced = enforced_app
     admin = Caller("admin", admin=True)
-    with acting_as(admin):
-        world.register_principal("carl")
-        world.grant_role("s", "carl", "contributor")
-    with acting_as(Caller("carl")):
-        admitted = world.request_dream("s", refine("k", memory_citations=[citation(world)]))
-    with acting_as(admin):
-        run, attempt = start(world, admitted.value.run.run_id)
-        # Carl loses read of the cited Memory before the run resolves its evidence.
-        world.revoke_read("s", "carl", Resource.artifact("memory", "m"))
-        assert code_of(lambda: world.resolve_run_evidence(run, attempt)) == (
-            "access_revoked")
-        world.revoke_role("s", "carl", "contributor")
-        assert code_of(lambda: world.resolve_run_evidence(run, attempt)) == (
-            "access_revoked")
+    enforced.access.register_principal(admin, "carl")
+    enforced.records.grant_role(admin, "s", "carl", "contributor")
+    admitted = enforced.runs.request_dream(Caller("carl"), "s",
+                                           refine("k", memory_citations=[citation(world)]))
+    run, attempt = start(enforced, admitted.value.run.run_id, caller=admin)
+    # Carl loses read of the cited Memory before the run resolves its evidence.
+    enforced.records.revoke_read(admin, "s", "carl", Resource.artifact("memory", "m"))
+    assert code_of(lambda: enforced.runs.resolve_run_evidence(run, attempt)) == (
+        "access_revoked")
+    enforced.records.revoke_role(admin, "s", "carl", "contributor")
+    assert code_of(lambda: enforced.runs.resolve_run_evidence(run, attempt)) == (
+        "access_revoked")

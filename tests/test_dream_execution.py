@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 
 from adapters.generators.factory import GeneratorRegistry
-from application.access import Caller, acting_as
-from application.dreaming import Dreaming
-from application.execution import Attempt, CandidateId, DreamExecutor
+from application.bootstrap import Dreaming
+from application.execution import Attempt, DreamExecutor
 from application.generation import GenerationInput, TransientGenerationError
 from domain.candidate import Candidate
 from domain.dream_request import DreamRequest
-from domain.dream_run import DreamRun, failure_reason
-from domain.evidence import Projection
+from domain.dream_run import DreamRun, ProposedCandidate, failure_reason
+from domain.evidence.manifest import ModelEvidence
+from domain.ids import dream_candidate_id
+from domain.policy import LOCAL, Caller
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 from tests.dream_support import CONFIG, EXPERIENCE, ScriptedModel
 
@@ -26,14 +27,16 @@ TASK = SourceRef("task", "t1")
 
 @pytest.fixture
 def world(app: Dreaming) -> Dreaming:
-    app.create_scope("s")
-    app.record_source("s", "task", "t1", text="Replayed the write with key K; one charge.")
-    app.create_memory("s", "m", principal="svc")
-    app.add_entry("s", "m", "e1", "task_record", "Use key K on retries", sources=[TASK])
-    app.add_entry("s", "m", "sibling", "private_note", "UNSELECTED_SIBLING_SENTINEL")
-    app.add_entry("s", "m", "pref", "preference", "Prefers short answers")
-    app.create_artifact("s", "experience", "x", EXPERIENCE, principal="svc",
-                        lineage=Lineage(sources=(TASK,)))
+    app.records.create_scope(LOCAL, "s")
+    app.records.record_source(LOCAL, "s", "task", "t1",
+                              text="Replayed the write with key K; one charge.")
+    app.records.create_memory(LOCAL, "s", "m", principal="svc")
+    app.records.add_entry(LOCAL, "s", "m", "e1", "task_record", "Use key K on retries",
+                          sources=[TASK])
+    app.records.add_entry(LOCAL, "s", "m", "sibling", "private_note", "UNSELECTED_SIBLING_SENTINEL")
+    app.records.add_entry(LOCAL, "s", "m", "pref", "preference", "Prefers short answers")
+    app.records.create_artifact(LOCAL, "s", "experience", "x", EXPERIENCE, principal="svc",
+                                lineage=Lineage(sources=(TASK,)))
     return app
 
 
@@ -44,18 +47,18 @@ def model() -> ScriptedModel:
 
 def executor_for(app: Dreaming, model: ScriptedModel, lease: float = 60.0,
                  **options: Any) -> DreamExecutor:
-    return DreamExecutor(app, GeneratorRegistry(model), lease, **options)
+    return DreamExecutor(app.runs, GeneratorRegistry(model), lease, **options)
 
 
 def cite(app: Dreaming, entry_id: str = "e1") -> MemoryCitation:
-    memory = app.get_artifact("s", "memory", "m")
+    memory = app.records.get_artifact(LOCAL, "s", "memory", "m")
     return MemoryCitation(memory.head_ref, entry_id, memory.manifest()[entry_id].entry_version_id)
 
 
-def admit(app: Dreaming, key: str, **refs: Any) -> str:
+def admit(app: Dreaming, key: str, caller: Caller = LOCAL, **refs: Any) -> str:
     refs.setdefault("memory_citations", [cite(app)])
     request = DreamRequest.create(refs.pop("operation", "refine_experience"), key, **refs)
-    return app.request_dream("s", request).value.run.run_id
+    return app.runs.request_dream(caller, "s", request).value.run.run_id
 
 
 def run_once(executor: DreamExecutor, run_id: str) -> DreamRun:
@@ -67,12 +70,12 @@ def run_once(executor: DreamExecutor, run_id: str) -> DreamRun:
 
 
 def candidates(app: Dreaming, run_id: str) -> list[Candidate]:
-    aggregate_id = Candidate.create_id("s", CandidateId.of(run_id))
-    return [app.repository.get(aggregate_id)] if app.exists(aggregate_id) else []
+    aggregate_id = Candidate.create_id("s", dream_candidate_id(run_id))
+    return [app.store.repository.get(aggregate_id)] if app.store.exists(aggregate_id) else []
 
 
 def queue_is_empty(app: Dreaming) -> bool:
-    return not app.queue_of("s").pending and not app.queue_of("s").running
+    return not app.runs.queue_of("s").pending and not app.runs.queue_of("s").running
 
 
 def test_a_memory_dream_proposes_with_exact_provenance(world: Dreaming,
@@ -82,7 +85,7 @@ def test_a_memory_dream_proposes_with_exact_provenance(world: Dreaming,
     assert (run.status, run.outcome, run.attempt_count, run.model_calls) == (
         "succeeded", "proposed", 1, 1)
     assert (run.input_tokens, run.output_tokens, run.model_config_id) == (80, 45, CONFIG)
-    assert run.candidate == {"candidate_id": CandidateId.of(run_id), "version": 1}
+    assert run.candidate == ProposedCandidate(dream_candidate_id(run_id), 1)
     [candidate] = candidates(world, run_id)
     assert candidate.status == "pending"
     assert candidate.proposer == run.requester
@@ -137,17 +140,18 @@ def test_memory_without_task_sources_needs_evidence(world: Dreaming,
                                                    model: ScriptedModel) -> None:
     preference = cite(world, "pref")
     run_id = admit(world, "k", memory_citations=[preference])
-    pref_id = next(iter(world.get_dream("s", run_id).request["memory_citations"]))
+    pref_id = next(iter(
+        world.runs.get_dream(LOCAL, "s", run_id).request.to_dict()["memory_citations"]))
     assert pref_id["entry_id"] == "pref"
     # The model proposes anyway, citing the preference entry.
     model.plan_override = None
     executor = executor_for(world, model)
     attempt = executor.claim("s", run_id)
     assert attempt is not None
-    resolution = world.resolve_run_evidence(attempt.run, attempt.number)
+    resolution = world.runs.resolve_run_evidence(attempt.run, attempt.number)
     memory_item = next(i.evidence_id for i in resolution.projection.items if i.kind == "memory")
     model.plan_override = {**ScriptedModel.plan(_blank()), "evidence_ids": [memory_item]}
-    run = executor.execute(Attempt(world.get_dream("s", run_id), attempt.number))
+    run = executor.execute(Attempt(world.runs.get_dream(LOCAL, "s", run_id), attempt.number))
     assert run is not None
     assert (run.status, run.outcome) == ("succeeded", "needs_evidence")
     assert candidates(world, run_id) == []
@@ -186,7 +190,7 @@ def test_run_and_candidate_roll_back_together(world: Dreaming, model: ScriptedMo
     assert "injected" not in run.reason  # a fixed sentence, never the exception's text
     assert candidates(world, run_id) == []
     # The same key replays the failure; a new key succeeds with exactly one Candidate.
-    assert world.request_dream("s", DreamRequest.create(
+    assert world.runs.request_dream(LOCAL, "s", DreamRequest.create(
         "refine_experience", "k", memory_citations=[cite(world)])).value.run.status == "failed"
     fresh = admit(world, "k2")
     assert run_once(executor_for(world, model), fresh).outcome == "proposed"
@@ -204,7 +208,7 @@ def test_retiring_an_entry_during_generation_prevents_the_candidate(
     worker = threading.Thread(target=lambda: outcome.append(executor.execute(attempt)))
     worker.start()
     assert model.entered.wait(10)
-    world.deactivate_entry("s", "m", "e1")
+    world.records.deactivate_entry(LOCAL, "s", "m", "e1")
     model.gate.set()
     worker.join(10)
     assert outcome[0] is not None
@@ -219,7 +223,7 @@ def test_a_run_failed_before_reasons_were_recorded_replays_with_one(
     model.output_tokens = 4_097
     run_id = admit(world, "k")
     failed = run_once(executor_for(world, model), run_id)
-    events = list(world.history(failed.id))
+    events = list(world.store.history(failed.id))
     last = events[-1]
     assert isinstance(last, DreamRun.Failed)
     assert last.reason == failure_reason("budget_exceeded")
@@ -261,7 +265,7 @@ def test_a_superseded_attempt_cannot_overwrite_the_recovered_result(
     slow.gate.set()
     thread.join(10)
     assert results == [None]
-    final = world.get_dream("s", run_id)
+    final = world.runs.get_dream(LOCAL, "s", run_id)
     assert final == done
     assert len(candidates(world, run_id)) == 1
 
@@ -272,8 +276,8 @@ def test_a_crashed_attempt_is_recovered_with_its_pinned_input(
     crashed = executor_for(world, model, lease=0.1)
     attempt = crashed.claim("s", run_id)
     assert attempt is not None
-    world.resolve_run_evidence(attempt.run, attempt.number)  # froze the manifest, then "died"
-    pinned = world.get_dream("s", run_id)
+    world.runs.resolve_run_evidence(attempt.run, attempt.number)  # froze the manifest, then "died"
+    pinned = world.runs.get_dream(LOCAL, "s", run_id)
     recovering = executor_for(world, model)
     recovered = None
     deadline = world.clock() + timedelta(seconds=5)
@@ -302,7 +306,7 @@ def test_single_flight_holds_a_second_run_until_the_first_ends(
 def test_a_run_keeps_its_model_configuration_while_it_is_registered(
         world: Dreaming, model: ScriptedModel) -> None:
     registry = GeneratorRegistry(model)
-    executor = DreamExecutor(world, registry)
+    executor = DreamExecutor(world.runs, registry)
     first, second = admit(world, "k1"), admit(world, "k2", memory_citations=[],
                                              artifacts=[ArtifactRef("experience", "x", 1)])
     pinned = executor.claim("s", first)
@@ -326,7 +330,7 @@ def test_a_run_keeps_its_model_configuration_while_it_is_registered(
 
 def _blank(operation: str = "refine_experience") -> GenerationInput:
     """An input with no evidence, to borrow the scripted model's plan shape."""
-    return GenerationInput("r", "s", operation, None, Projection((), (), False), 4096, 10)
+    return GenerationInput("r", "s", operation, None, ModelEvidence((), (), False), 4096, 10)
 
 
 
@@ -348,9 +352,10 @@ def test_an_unchanged_rejected_proposal_answers_no_change(world: Dreaming,
     executor = executor_for(world, model)
     first = run_once(executor, admit(world, "k1"))
     assert first.candidate is not None
-    candidate = world.repository.get(Candidate.create_id("s", first.candidate["candidate_id"]))
+    candidate = world.store.repository.get(
+        Candidate.create_id("s", first.candidate.candidate_id))
     candidate.reject(1, "Too broad.", "reviewer")
-    world.commit(candidate)
+    world.store.commit(candidate)
     again = run_once(executor, admit(world, "k2"))
     assert (again.outcome, again.reused, again.candidate, again.model_calls) == (
         "no_change", True, None, 0)
@@ -360,26 +365,25 @@ def test_an_edited_proposal_is_never_reused(world: Dreaming, model: ScriptedMode
     executor = executor_for(world, model)
     first = run_once(executor, admit(world, "k1"))
     assert first.candidate is not None
-    candidate = world.repository.get(Candidate.create_id("s", first.candidate["candidate_id"]))
+    candidate = world.store.repository.get(
+        Candidate.create_id("s", first.candidate.candidate_id))
     candidate.revise(1, {**EXPERIENCE, "lesson": "Edited by a reviewer"},
                      candidate.current.lineage, "Edited.", "reviewer", None)
-    world.commit(candidate)
+    world.store.commit(candidate)
     again = run_once(executor, admit(world, "k2"))
     assert (again.outcome, again.reused, again.model_calls) == ("proposed", False, 1)
     assert again.candidate != first.candidate
 
 
-def test_another_principals_proposal_is_never_reused(world: Dreaming,
-                                                    model: ScriptedModel) -> None:
-    world.enforce_access = True
+def test_another_principals_proposal_is_never_reused(world: Dreaming, model: ScriptedModel,
+                                                    enforced_app: Dreaming) -> None:
+    enforced = enforced_app
     admin = Caller("admin", admin=True)
-    with acting_as(admin):
-        world.register_principal("carl")
-        world.grant_role("s", "carl", "contributor")
-        first = run_once(executor_for(world, model), admit(world, "k1"))
-    with acting_as(Caller("carl")):
-        carls = admit(world, "k1")
-    theirs = run_once(executor_for(world, model), carls)
+    enforced.access.register_principal(admin, "carl")
+    enforced.records.grant_role(admin, "s", "carl", "contributor")
+    first = run_once(executor_for(enforced, model), admit(enforced, "k1", admin))
+    carls = admit(enforced, "k1", Caller("carl"))
+    theirs = run_once(executor_for(enforced, model), carls)
     assert (theirs.reused, theirs.model_calls) == (False, 1)
     assert theirs.candidate != first.candidate
 
@@ -398,10 +402,10 @@ def test_a_run_admitted_during_generation_waits_then_reuses_the_proposal(
     assert model.entered.wait(10)
     second_id = admit(world, "k2")  # arrives while the first is generating
     assert executor.claim("s", second_id) is None  # single flight: it stays queued
-    assert world.get_dream("s", second_id).status == "queued"
+    assert world.runs.get_dream(LOCAL, "s", second_id).status == "queued"
     model.gate.set()
     worker.join(10)
     second = run_once(executor, second_id)
     assert (second.status, second.outcome, second.reused) == ("succeeded", "proposed", True)
-    assert second.candidate == world.get_dream("s", first_id).candidate
+    assert second.candidate == world.runs.get_dream(LOCAL, "s", first_id).candidate
     assert len(model.calls) == 1

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.client import ApiError, DreamClient
+from adapters.client.dream_client import DreamClient
+from adapters.client.errors import ApiError
 from adapters.generators.factory import GeneratorRegistry
-from application.access import Caller, acting_as
-from application.execution import DreamExecutor
 from domain.dream_request import DreamRequest
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from tests.conftest import LiveApi
@@ -18,12 +17,12 @@ EXPERIENCE = {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"}
 
 def seeded(live_api: LiveApi) -> DreamClient:
     client = DreamClient(live_api.base_url, live_api.admin_token)
-    client.create_scope("team", settings={"dream_max_pending_per_scope": 4})
-    client.record_source("team", source_type="task", source_id="t1", text="did it")
+    client.scopes.create("team", settings={"dream_max_pending_per_scope": 4})
+    client.sources.record("team", source_type="task", source_id="t1", text="did it")
     for index in range(3):
-        client.create_artifact("team", family="experience", artifact_id=f"x{index}",
-                               content=EXPERIENCE,
-                               lineage=Lineage(sources=(SourceRef("task", "t1"),)))
+        client.artifacts.create("team", family="experience", artifact_id=f"x{index}",
+                                content=EXPERIENCE,
+                                lineage=Lineage(sources=(SourceRef("task", "t1"),)))
     return client
 
 
@@ -43,29 +42,29 @@ def test_admission_replay_and_the_runs_list(live_api: LiveApi) -> None:
         assert raw.headers["location"] == f"/v1/scopes/team/dream/{first['run_id']}"
         assert (first["status"], first["input_manifest"], first["usage"]["input_tokens"]) == (
             "queued", None, None)
-        replay = client.request_dream("team", refine("k0"))
+        replay = client.runs.request("team", refine("k0"))
         assert replay.run_id == first["run_id"]
         assert replay.position is not None
         assert replay.position <= first["position"]
 
         # Three more runs, then the list: newest first, summaries only, paged by cursor.
-        positions = [client.request_dream("team", refine(f"k{i}", f"x{i % 3}")).position
+        positions = [client.runs.request("team", refine(f"k{i}", f"x{i % 3}")).position
                      for i in range(1, 4)]
-        page = client.list_dreams("team", limit=3, after=positions[-1])
+        page = client.runs.list("team", limit=3, after=positions[-1])
         assert [run.run_id for run in page.runs] == [
-            client.get_dream("team", run.run_id).run_id for run in page.runs]
+            client.runs.get("team", run.run_id).run_id for run in page.runs]
         assert page.runs[0].accepted_at >= page.runs[-1].accepted_at
         assert "input_manifest" not in page.runs[0].model_dump()
-        rest = client.list_dreams("team", limit=3, cursor=page.next_cursor)
+        rest = client.runs.list("team", limit=3, cursor=page.next_cursor)
         assert rest.next_cursor is None
         listed = [run.run_id for run in (*page.runs, *rest.runs)]
         assert len(listed) == len(set(listed)) == 4
-        assert client.list_dreams("team", status="succeeded").runs == []
-        assert len(client.list_dreams("team", operation="refine_experience").runs) == 4
+        assert client.runs.list("team", status="succeeded").runs == []
+        assert len(client.runs.list("team", operation="refine_experience").runs) == 4
 
         # The fifth unfinished run exceeds the scope's capacity: 429 with Retry-After.
         with pytest.raises(ApiError) as full:
-            client.request_dream("team", refine("k9"))
+            client.runs.request("team", refine("k9"))
         assert (full.value.status, full.value.code) == (429, "capacity_exceeded")
         assert full.value.response_headers["retry-after"] == "1"
 
@@ -90,13 +89,12 @@ def test_health_reports_read_model_lag(live_api: LiveApi) -> None:
 
 def test_a_replay_of_a_finished_run_answers_200(live_api: LiveApi) -> None:
     with seeded(live_api) as client:
-        admitted = client.request_dream("team", refine("done"))
+        admitted = client.runs.request("team", refine("done"))
         # A worker (here in-process, with a scripted model) finishes the run.
-        executor = DreamExecutor(live_api.dreaming, GeneratorRegistry(ScriptedModel()))
-        with acting_as(Caller("admin", admin=True)):
-            attempt = executor.claim("team", admitted.run_id)
-            assert attempt is not None
-            executor.execute(attempt)
+        executor = live_api.dreaming.executor(GeneratorRegistry(ScriptedModel()))
+        attempt = executor.claim("team", admitted.run_id)
+        assert attempt is not None
+        executor.execute(attempt)
         replay = client.http.post("/v1/scopes/team/dream", json={
             "operation": "refine_experience", "idempotency_key": "done",
             "artifacts": [{"family": "experience", "artifact_id": "x0", "revision": 1}]})

@@ -14,7 +14,8 @@ stale. Checked after every step against a plain-Python model:
 * a stale attempt is always refused with ``attempt_conflict``, and a terminal run never
   changes again (``run_terminal``);
 * a refused command raises its stable code and leaves the run untouched;
-* the run rebuilt from its events, or read back from SQLite and PostgreSQL, equals the live one.
+* the run rebuilt from its events, or read back from SQLite and PostgreSQL, equals the live one
+  and holds the same domain types (enums and value objects, never the stored strings and dicts).
 """
 
 from __future__ import annotations
@@ -38,25 +39,27 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from application.dreaming import Dreaming
 from domain.budget import effective_budget
+from domain.canonical import digest
+from domain.dream_request import OPERATIONS, DreamOperation, DreamRequest
 from domain.dream_run import (
-    FAILED,
-    NEEDS_EVIDENCE,
-    NO_CHANGE,
-    OPERATIONS,
     OUTCOMES,
-    PROPOSED,
-    QUEUED,
-    RUNNING,
-    SUCCEEDED,
     TERMINAL,
     DreamRun,
+    ProposedCandidate,
+    RunOutcome,
+    RunStatus,
     failure_reason,
 )
 from domain.errors import DomainError
-from domain.identity import digest
-from tests.property_support import assert_refused, replay, run_through_the_store
+from domain.evidence.manifest import EvidenceManifest
+from domain.refs import ArtifactRef, SourceRef
+from tests.property_support import (
+    assert_refused,
+    replay,
+    run_through_the_store,
+    stored_manifest,
+)
 
 PURE = hypothesis.settings(max_examples=200, stateful_step_count=25, deadline=None,
                            database=None)
@@ -66,10 +69,14 @@ CURRENT = "<current attempt>"  # resolved to the run's attempt when the rule run
 # Usually the current attempt, sometimes a stale or future one.
 attempts = st.one_of(st.just(CURRENT), st.just(CURRENT), st.just(CURRENT), st.integers(-1, 4))
 MANIFESTS: list[dict[str, Any]] = [
-    {"sources": [{"source_type": "task", "source_id": "t1"}]},
-    {"sources": [], "artifacts": [{"family": "experience", "artifact_id": "e", "revision": 2}]},
+    stored_manifest(SourceRef("task", "t1")),
+    stored_manifest(SourceRef("task", "t1"), SourceRef("task", "t2")),
 ]
 CANDIDATE = {"candidate_id": "cand-1", "version": 1}
+# Attributes that hold domain types, with the type each holds when set: a run rebuilt from
+# stored (plain JSON) events must hold them too, not the plain strings and dicts.
+TYPED = {"operation": DreamOperation, "request": DreamRequest, "status": RunStatus,
+         "outcome": RunOutcome, "candidate": ProposedCandidate, "manifest": EvidenceManifest}
 tokens = st.one_of(st.none(), st.integers(0, 5_000))
 # Seconds on the fake clock before each command: mostly short, so attempts live a while, and
 # sometimes past a lease or the deadline.
@@ -95,6 +102,7 @@ class DreamRunMachine(RuleBasedStateMachine):
         self.events: list[Any] = []
         self.now = T0
         self.budget: dict[str, int] = {}
+        self.request: DreamRequest
         self.model: dict[str, Any] = {}
         self.first_seen: dict[str, Any] = {}
         self.terminal_snapshot: DreamRun | None = None
@@ -119,7 +127,7 @@ class DreamRunMachine(RuleBasedStateMachine):
         """The fencing check every write after a claim goes through."""
         if self.terminal:
             return "run_terminal"
-        if self.model["status"] != RUNNING or attempt != self.model["attempt"]:
+        if self.model["status"] != RunStatus.RUNNING or attempt != self.model["attempt"]:
             return "attempt_conflict"
         return None
 
@@ -128,12 +136,14 @@ class DreamRunMachine(RuleBasedStateMachine):
     def accept(self, operation: str, max_model_calls: int, timeout_seconds: int) -> None:
         self.budget = effective_budget({"max_model_calls": max_model_calls,
                                         "timeout_seconds": timeout_seconds})
-        request = {"operation": operation, "evidence": ["task/t1"]}
+        self.request = DreamRequest.create(operation, "idem-1",
+                                           artifacts=[ArtifactRef("experience", "e", 2)])
         self.dream_run = DreamRun.accept(self.scope_id, "run-1", operation, "alice", "idem-1",
-                                         request, digest(request), self.budget, "prompt-v1", T0)
+                                         self.request.to_dict(), self.request.digest,
+                                         self.budget, "prompt-v1", T0)
         self.model = dict.fromkeys(FIELDS)
-        self.model.update(status=QUEUED, attempt=0, model_calls=0, usage_reported=False,
-                          reused=False)
+        self.model.update(status=RunStatus.QUEUED, attempt=0, model_calls=0,
+                          usage_reported=False, reused=False)
         self.record(expect_events=1)
 
     # -- rules -------------------------------------------------------------------------------
@@ -148,27 +158,28 @@ class DreamRunMachine(RuleBasedStateMachine):
         if self.terminal:
             assert_refused(self.dream_run, "run_terminal", start)
             return
-        if model["status"] == RUNNING and self.now < model["lease_expires_at"]:
+        if model["status"] == RunStatus.RUNNING and self.now < model["lease_expires_at"]:
             # A live lease fences other workers out.
             assert_refused(self.dream_run, "attempt_conflict", start)
             return
         out_of_time = model["deadline_at"] is not None and self.now >= model["deadline_at"]
         if out_of_time or model["attempt"] >= self.budget["max_model_calls"]:
             assert start() is False
-            model.update(status=FAILED, error="budget_exceeded", completed_at=self.now,
+            model.update(status=RunStatus.FAILED, error="budget_exceeded", completed_at=self.now,
                          lease_expires_at=None, reason=failure_reason("budget_exceeded"))
             self.record(expect_events=1)
             return
         assert start() is True
         started_at = model["started_at"] or self.now
-        model.update(status=RUNNING, attempt=model["attempt"] + 1, started_at=started_at,
+        model.update(status=RunStatus.RUNNING, attempt=model["attempt"] + 1,
+                     started_at=started_at,
                      deadline_at=model["deadline_at"] or started_at + timedelta(
                          seconds=self.budget["timeout_seconds"]),
                      model_config_id=model["model_config_id"] or model_config_id,
                      lease_expires_at=self.now + timedelta(seconds=lease_seconds))
         self.record(expect_events=1)
 
-    @precondition(lambda self: self.model["status"] == RUNNING)
+    @precondition(lambda self: self.model["status"] == RunStatus.RUNNING)
     @rule(attempt=attempts, manifest=st.sampled_from(MANIFESTS), elapsed=elapsed)
     def the_manifest_is_frozen_once(self, attempt: int | str, manifest: dict[str, Any],
                                     elapsed: int) -> None:
@@ -187,10 +198,11 @@ class DreamRunMachine(RuleBasedStateMachine):
             self.record(expect_events=0)
             return
         assert freeze() is True
-        self.model.update(manifest=manifest, manifest_digest=manifest_digest)
+        self.model.update(manifest=EvidenceManifest.from_dict(manifest),
+                          manifest_digest=manifest_digest)
         self.record(expect_events=1)
 
-    @precondition(lambda self: self.model["status"] == RUNNING)
+    @precondition(lambda self: self.model["status"] == RunStatus.RUNNING)
     @rule(attempt=attempts, elapsed=elapsed)
     def a_model_call_is_counted_before_it_is_made(self, attempt: int | str, elapsed: int) -> None:
         self.now += timedelta(seconds=elapsed)
@@ -205,7 +217,7 @@ class DreamRunMachine(RuleBasedStateMachine):
         self.model["model_calls"] += 1
         self.record(expect_events=1)
 
-    @precondition(lambda self: self.model["status"] == RUNNING)
+    @precondition(lambda self: self.model["status"] == RunStatus.RUNNING)
     @rule(attempt=attempts, requests=st.integers(0, 3), input_tokens=tokens,
           output_tokens=tokens, elapsed=elapsed)
     def usage_reports_merge_and_unknown_stays_unknown(
@@ -232,7 +244,7 @@ class DreamRunMachine(RuleBasedStateMachine):
                      usage_reported=True)
         self.record(expect_events=1)
 
-    @precondition(lambda self: self.model["status"] == RUNNING)
+    @precondition(lambda self: self.model["status"] == RunStatus.RUNNING)
     @rule(attempt=attempts, lease_seconds=st.sampled_from([10, 60, 1]), elapsed=elapsed)
     def a_heartbeat_renews_only_the_current_attempts_lease(
             self, attempt: int | str, lease_seconds: int, elapsed: int) -> None:
@@ -247,7 +259,7 @@ class DreamRunMachine(RuleBasedStateMachine):
         self.model.update(lease_expires_at=self.now + timedelta(seconds=lease_seconds))
         self.record(expect_events=1)
 
-    @precondition(lambda self: self.model["status"] == RUNNING)
+    @precondition(lambda self: self.model["status"] == RunStatus.RUNNING)
     @rule(attempt=attempts, code=st.sampled_from(["provider_unavailable", "timeout"]),
           elapsed=elapsed)
     def requeueing_hands_the_run_back_to_the_queue(self, attempt: int | str, code: str,
@@ -260,10 +272,10 @@ class DreamRunMachine(RuleBasedStateMachine):
             assert_refused(self.dream_run, refusal, requeue)
             return
         requeue()
-        self.model.update(status=QUEUED, lease_expires_at=None, last_requeue_code=code)
+        self.model.update(status=RunStatus.QUEUED, lease_expires_at=None, last_requeue_code=code)
         self.record(expect_events=1)
 
-    @precondition(lambda self: self.model["status"] == RUNNING)
+    @precondition(lambda self: self.model["status"] == RunStatus.RUNNING)
     @rule(attempt=attempts, outcome=st.sampled_from([*OUTCOMES, "bogus"]),
           with_candidate=st.booleans(), reused=st.booleans(), elapsed=elapsed)
     def succeeding_needs_a_candidate_exactly_for_a_proposal(
@@ -274,18 +286,20 @@ class DreamRunMachine(RuleBasedStateMachine):
         candidate = dict(CANDIDATE) if with_candidate else None
         code = self.attempt_refusal(number) or (
             "invalid_request" if outcome not in OUTCOMES
-            or with_candidate != (outcome == PROPOSED) else None)
+            or with_candidate != (outcome == RunOutcome.PROPOSED) else None)
         succeed = partial(
             self.dream_run.succeed, number, outcome, "why", candidate, self.now, reused)
         if code is not None:
             assert_refused(self.dream_run, code, succeed)
             return
         succeed()
-        self.model.update(status=SUCCEEDED, outcome=outcome, reason="why", candidate=candidate,
+        self.model.update(status=RunStatus.SUCCEEDED, outcome=outcome, reason="why",
+                          candidate=None if candidate is None
+                          else ProposedCandidate.from_dict(candidate),
                           reused=reused, completed_at=self.now, lease_expires_at=None)
         self.record(expect_events=1)
 
-    @precondition(lambda self: self.model["status"] == RUNNING)
+    @precondition(lambda self: self.model["status"] == RunStatus.RUNNING)
     @rule(attempt=attempts, error=st.sampled_from(["provider_error", "invalid_output"]),
           elapsed=elapsed)
     def failing_ends_the_run(self, attempt: int | str, error: str, elapsed: int) -> None:
@@ -297,7 +311,7 @@ class DreamRunMachine(RuleBasedStateMachine):
             assert_refused(self.dream_run, code, fail)
             return
         fail()
-        self.model.update(status=FAILED, error=error, completed_at=self.now,
+        self.model.update(status=RunStatus.FAILED, error=error, completed_at=self.now,
                           lease_expires_at=None, reason=failure_reason(error))
         self.record(expect_events=1)
 
@@ -308,7 +322,7 @@ class DreamRunMachine(RuleBasedStateMachine):
         self.now += timedelta(seconds=elapsed)
         # Any attempt but the one currently running: earlier, later, or the current one once
         # it has been requeued or has ended.
-        running = self.model["attempt"] if self.model["status"] == RUNNING else None
+        running = self.model["attempt"] if self.model["status"] == RunStatus.RUNNING else None
         stale = data.draw(st.integers(-1, self.model["attempt"] + 2).filter(
             lambda n: n != running), "attempt")
         commands: dict[str, Callable[[], object]] = {
@@ -318,7 +332,8 @@ class DreamRunMachine(RuleBasedStateMachine):
             "usage": lambda: self.dream_run.record_usage(stale, 1, 10, 10),
             "renew": lambda: self.dream_run.renew_lease(stale, self.now, 60),
             "requeue": lambda: self.dream_run.requeue(stale, "timeout"),
-            "succeed": lambda: self.dream_run.succeed(stale, NO_CHANGE, "why", None, self.now),
+            "succeed": lambda: self.dream_run.succeed(stale, RunOutcome.NO_CHANGE, "why", None,
+                                                      self.now),
             "fail": lambda: self.dream_run.fail(stale, "provider_error", self.now),
         }
         code = "run_terminal" if self.terminal else "attempt_conflict"
@@ -334,19 +349,19 @@ class DreamRunMachine(RuleBasedStateMachine):
     @invariant()
     def the_outcome_fields_match_the_status(self) -> None:
         run = self.dream_run
-        if run.status in (QUEUED, RUNNING):
+        if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
             assert (run.outcome, run.candidate, run.error, run.completed_at) == (
                 None, None, None, None)
-        if run.status == FAILED:
+        if run.status == RunStatus.FAILED:
             assert run.error is not None
             assert run.reason == failure_reason(run.error)
             assert (run.outcome, run.candidate) == (None, None)
-        if run.status == SUCCEEDED:
+        if run.status == RunStatus.SUCCEEDED:
             assert run.error is None
-            assert run.outcome in (PROPOSED, NO_CHANGE, NEEDS_EVIDENCE)
-            assert (run.candidate is not None) == (run.outcome == PROPOSED)
+            assert run.outcome in OUTCOMES
+            assert (run.candidate is not None) == (run.outcome == RunOutcome.PROPOSED)
         # Only a running attempt holds a lease.
-        assert (run.lease_expires_at is not None) == (run.status == RUNNING)
+        assert (run.lease_expires_at is not None) == (run.status == RunStatus.RUNNING)
 
     @invariant()
     def attempts_stay_within_the_budget(self) -> None:
@@ -377,11 +392,24 @@ class DreamRunMachine(RuleBasedStateMachine):
     def identity_never_changes(self) -> None:
         assert self.dream_run.id == DreamRun.create_id(self.scope_id, "run-1")
         assert (self.dream_run.budget, self.dream_run.accepted_at) == (self.budget, T0)
+        assert self.dream_run.request == self.request
+        assert self.dream_run.operation == self.request.operation
         assert self.dream_run.version == len(self.events)
 
     @invariant()
     def replaying_the_events_rebuilds_the_live_run(self) -> None:
         assert replay(self.events) == self.dream_run
+
+    @invariant()
+    def the_state_is_typed_live_replayed_and_stored(self) -> None:
+        runs = [self.dream_run, replay(self.events)]
+        store = getattr(self, "store", None)  # set when the machine runs through the store
+        if store is not None:
+            runs.append(store.repository.get(self.dream_run.id))
+        for run in runs:
+            for name, kind in TYPED.items():
+                value = getattr(run, name)
+                assert value is None or type(value) is kind, (name, type(value))
 
 
 @pytest.mark.parametrize("operation", ["summarise", "", "derive_skills", "Refine_Experience"])
@@ -396,6 +424,6 @@ def test_dream_run_lifecycle_is_fenced_budgeted_and_replayable() -> None:
     run_state_machine_as_test(DreamRunMachine, settings=PURE)
 
 
-def test_dream_run_round_trips_through_the_store(open_app: Callable[[], Dreaming]) -> None:
+def test_dream_run_round_trips_through_the_store(open_app: Callable[[], Any]) -> None:
     """Every step is committed; both the writer and a second application read it back."""
     run_through_the_store(DreamRunMachine, "dream_run", open_app)

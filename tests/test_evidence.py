@@ -21,18 +21,13 @@ from hypothesis import strategies as st
 from domain.access import Resource
 from domain.artifact import Artifact
 from domain.budget import DEFAULT_BUDGET
+from domain.canonical import canonical_json, digest, sha256_hex
 from domain.content import entry_content_hash
 from domain.errors import AccessRevokedError, DomainError, EvidenceLimitExceededError
-from domain.evidence import (
-    TRANSFORM_VERSION,
-    EvidenceManifest,
-    NeedsEvidence,
-    Resolution,
-    evidence_id,
-    resolve,
-    select_evidence,
-)
-from domain.identity import canonical_json, digest, sha256_hex
+from domain.evidence.manifest import TRANSFORM_VERSION, EvidenceManifest
+from domain.evidence.resolution import Resolution, resolve
+from domain.evidence.selection import NeedsEvidence, select_evidence
+from domain.ids import evidence_id
 from domain.refs import (
     EXPERIENCE,
     MEMORY,

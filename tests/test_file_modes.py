@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from adapters.persistence import open_dreaming
-from adapters.projection_runtime import start_projection
 from adapters.settings import Settings
+from adapters.store.persistence import open_dreaming
+from adapters.store.projection_runtime import start_projection
+from domain.policy import LOCAL
 from projections.catalog import READ_MODELS
 
 PERMISSIVE_UMASK = 0o022  # what most shells use: 0644 files and 0755 directories by default
@@ -65,7 +66,7 @@ def test_wal_and_shm_files_are_private_while_the_store_and_its_views_are_open(
         app = open_dreaming(settings)
         try:
             with start_projection(READ_MODELS[0], settings) as view:
-                position = app.create_scope("s").position
+                position = app.records.create_scope(LOCAL, "s").position
                 view.wait(position)
                 found = assert_private(settings.data_dir)
         finally:
@@ -87,7 +88,7 @@ def test_a_store_created_with_looser_modes_is_tightened_when_opened(tmp_path: Pa
     settings = Settings(data_dir=data, access="disabled", workers=0)
     app = open_dreaming(settings)
     try:
-        app.create_scope("s")
+        app.records.create_scope(LOCAL, "s")
         assert_private(data)
     finally:
         app.close()

@@ -34,7 +34,7 @@ class Hostile:
         self.api, self.http = api, http
 
     def position(self) -> int:
-        return self.api.dreaming.max_position()
+        return self.api.dreaming.store.max_position()
 
     def refused(self, response: httpx.Response, status: int, code: str) -> dict[str, Any]:
         """The error body, after checking it is ``status``/``code`` and renders as UTF-8."""

@@ -9,7 +9,7 @@ import httpx
 
 from adapters.http.app import create_app
 from adapters.settings import Settings
-from application.dreaming import Dreaming
+from application.bootstrap import Dreaming
 from tests.conftest import LiveApi
 
 OPENAPI = Path(__file__).parent.parent / "docs" / "openapi.json"
@@ -60,7 +60,7 @@ def test_errors_are_stable_envelopes_and_change_nothing(live_api: LiveApi) -> No
     with httpx.Client(base_url=live_api.base_url, headers=live_api.headers()) as http:
         http.post("/v1/scopes", json={"scope_id": "team"})
         http.post("/v1/scopes/team/memories", json={"memory_id": "m"})
-        before = live_api.dreaming.max_position()
+        before = live_api.dreaming.store.max_position()
 
         def error(response: httpx.Response) -> tuple[int, str]:
             body = response.json()
@@ -90,4 +90,4 @@ def test_errors_are_stable_envelopes_and_change_nothing(live_api: LiveApi) -> No
         assert error(http.get("/v1/scopes/team", headers={"Authorization": "Bearer nope"})) == (
             401, "unauthorized")
         assert error(http.get("/v1/no-such-route")) == (404, "not_found")
-        assert live_api.dreaming.max_position() == before
+        assert live_api.dreaming.store.max_position() == before

@@ -25,10 +25,10 @@ from fastapi.routing import APIRoute
 from starlette.routing import Match
 
 from adapters.http.routes import ops, router
-from application.access import Caller, acting_as
-from application.dreaming import Dreaming
+from application.bootstrap import Dreaming
 from domain.access import Resource
 from domain.dream_request import DreamRequest
+from domain.policy import Caller
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from tests.conftest import LiveApi
 
@@ -130,14 +130,16 @@ S = f"/v1/scopes/{SCOPE}"
 
 
 def _entry(world: World, entry_id: str, deactivated: bool = False) -> None:
-    world.app.add_entry(SCOPE, "m", entry_id, "note", f"text of {entry_id}")
+    world.app.records.add_entry(ADMIN, SCOPE, "m", entry_id, "note", f"text of {entry_id}")
     if deactivated:
-        world.app.deactivate_entry(SCOPE, "m", entry_id)
+        world.app.records.deactivate_entry(ADMIN, SCOPE, "m", entry_id)
 
 
 def _replace_artifact(world: World, suffix: str) -> Request:
-    world.app.create_artifact(SCOPE, "experience", f"r-{suffix}", EXPERIENCE, principal="admin")
-    head = world.app.get_artifact(SCOPE, "experience", f"r-{suffix}").head_revision
+    world.app.records.create_artifact(ADMIN, SCOPE, "experience", f"r-{suffix}", EXPERIENCE,
+                                      principal="admin")
+    head = world.app.records.get_artifact(ADMIN, SCOPE, "experience",
+                                          f"r-{suffix}").head_revision
     return ("PUT", f"{S}/artifacts/experience/r-{suffix}",
             {"content": EXPERIENCE | {"lesson": "l2"}, "expected_revision": head})
 
@@ -159,12 +161,12 @@ def _reactivate_entry(world: World, suffix: str) -> Request:
 
 def _principal(world: World, suffix: str) -> str:
     """A registered grantee: roles and grants name registered principals only."""
-    world.app.register_principal(f"p-{suffix}")
+    world.app.access.register_principal(ADMIN, f"p-{suffix}")
     return f"p-{suffix}"
 
 
 def _granted_role(world: World, principal: str) -> Request:
-    world.app.grant_role(SCOPE, principal, "reader")
+    world.app.records.grant_role(ADMIN, SCOPE, principal, "reader")
     return "DELETE", f"{S}/roles/{principal}/reader", None
 
 
@@ -178,9 +180,8 @@ def _candidate(world: World, suffix: str, proposer: str = "admin") -> str:
     """A pending Experience Candidate over the open Source, proposed by ``proposer``."""
     candidate_id = f"c-{suffix}"
     caller = ADMIN if proposer == "admin" else Caller(proposer)
-    with acting_as(caller):
-        world.app.propose_candidate(SCOPE, candidate_id, "experience", EXPERIENCE,
-                                    Lineage(sources=(SourceRef("task", "open"),)), "seen once")
+    world.app.review.propose_candidate(caller, SCOPE, candidate_id, "experience", EXPERIENCE,
+                                       Lineage(sources=(SourceRef("task", "open"),)), "seen once")
     return candidate_id
 
 
@@ -447,42 +448,44 @@ def _world(live_api: LiveApi) -> tuple[World, dict[str, dict[str, str]]]:
     app = live_api.dreaming
     headers = {"anonymous": {}, "bad_token": {"Authorization": "Bearer dream_not-a-token"},
                "deployment_admin": live_api.headers()}
-    with acting_as(ADMIN):
-        app.create_scope(SCOPE)
-        app.create_scope(OTHER_SCOPE)
-        for situation, principal in SITUATIONS.items():
-            if principal is None:
-                continue
-            name, role, other_role = principal
-            app.register_principal(name)
-            headers[situation] = live_api.headers(app.issue_token(name).value)
-            if role:
-                app.grant_role(SCOPE, name, role)
-            if other_role:
-                app.grant_role(OTHER_SCOPE, name, other_role)
-        app.revoke_token(headers["revoked_token"]["Authorization"].removeprefix("Bearer "))
+    app.records.create_scope(ADMIN, SCOPE)
+    app.records.create_scope(ADMIN, OTHER_SCOPE)
+    for situation, principal in SITUATIONS.items():
+        if principal is None:
+            continue
+        name, role, other_role = principal
+        app.access.register_principal(ADMIN, name)
+        headers[situation] = live_api.headers(app.access.issue_token(ADMIN, name).value)
+        if role:
+            app.records.grant_role(ADMIN, SCOPE, name, role)
+        if other_role:
+            app.records.grant_role(ADMIN, OTHER_SCOPE, name, other_role)
+    app.access.revoke_token(ADMIN,
+                            headers["revoked_token"]["Authorization"].removeprefix("Bearer "))
 
-        for source_id in ("open", "hidden"):
-            app.record_source(SCOPE, "task", source_id, text=f"{source_id} work")
-        for artifact_id in ("open", "hidden", "granted"):
-            app.create_artifact(SCOPE, "experience", artifact_id, EXPERIENCE, principal="admin")
-        app.create_memory(SCOPE, "m", principal="admin")
-        cited = app.add_entry(SCOPE, "m", "cited", "note", "cited text").value.citation
+    for source_id in ("open", "hidden"):
+        app.records.record_source(ADMIN, SCOPE, "task", source_id, text=f"{source_id} work")
+    for artifact_id in ("open", "hidden", "granted"):
+        app.records.create_artifact(ADMIN, SCOPE, "experience", artifact_id, EXPERIENCE,
+                                    principal="admin")
+    app.records.create_memory(ADMIN, SCOPE, "m", principal="admin")
+    cited = app.records.add_entry(ADMIN, SCOPE, "m", "cited", "note", "cited text").value.citation
 
-        for name in (_name("reader_revoked"), _name("contributor_revoked")):
-            app.revoke_read(SCOPE, name, Resource.source(*HIDDEN_SOURCE))
-            app.revoke_read(SCOPE, name, Resource.artifact(*HIDDEN_ARTIFACT))
-        app.grant_read(SCOPE, _name("granted_outsider"), Resource.artifact(*GRANTED_ARTIFACT))
-        run = app.request_dream(SCOPE, DreamRequest.create(
-            "refine_experience", "matrix", artifacts=[ArtifactRef("experience", "open", 1)]))
-        for artifact_id in ("open", "hidden"):
-            app.create_artifact(SCOPE, "skill", artifact_id, SKILL, principal="admin")
-        for name in (_name("reader_revoked"), _name("contributor_revoked")):
-            app.revoke_read(SCOPE, name, Resource.artifact(*HIDDEN_SKILL))
-        app.propose_candidate(SCOPE, "hidden", "experience", EXPERIENCE,
-                              Lineage(sources=(SourceRef(*HIDDEN_SOURCE),)), "seen once")
-        world = World(app, cited.to_dict(), run.value.run.run_id, "", "hidden")
-        candidate_id = _candidate(world, "read", PROPOSER)
+    for name in (_name("reader_revoked"), _name("contributor_revoked")):
+        app.records.revoke_read(ADMIN, SCOPE, name, Resource.source(*HIDDEN_SOURCE))
+        app.records.revoke_read(ADMIN, SCOPE, name, Resource.artifact(*HIDDEN_ARTIFACT))
+    app.records.grant_read(ADMIN, SCOPE, _name("granted_outsider"),
+                           Resource.artifact(*GRANTED_ARTIFACT))
+    run = app.runs.request_dream(ADMIN, SCOPE, DreamRequest.create(
+        "refine_experience", "matrix", artifacts=[ArtifactRef("experience", "open", 1)]))
+    for artifact_id in ("open", "hidden"):
+        app.records.create_artifact(ADMIN, SCOPE, "skill", artifact_id, SKILL, principal="admin")
+    for name in (_name("reader_revoked"), _name("contributor_revoked")):
+        app.records.revoke_read(ADMIN, SCOPE, name, Resource.artifact(*HIDDEN_SKILL))
+    app.review.propose_candidate(ADMIN, SCOPE, "hidden", "experience", EXPERIENCE,
+                                 Lineage(sources=(SourceRef(*HIDDEN_SOURCE),)), "seen once")
+    world = World(app, cited.to_dict(), run.value.run.run_id, "", "hidden")
+    candidate_id = _candidate(world, "read", PROPOSER)
     return replace(world, candidate_id=candidate_id), headers
 
 
@@ -490,9 +493,9 @@ def _check(http: httpx.Client, world: World, headers: dict[str, str], label: str
            method: str, path: str, body: dict[str, Any] | None, situation: str,
            expected: int) -> str | None:
     """Run one prepared case; a description of what went wrong, or None."""
-    before = world.app.max_position()
+    before = world.app.store.max_position()
     response = http.request(method, path, json=body, headers=headers)
-    after = world.app.max_position()
+    after = world.app.store.max_position()
     problems = []
     if response.status_code != expected:
         problems.append(f"status {response.status_code} (expected {expected}): "
@@ -519,8 +522,7 @@ def test_every_route_answers_every_caller_as_the_policy_says(live_api: LiveApi) 
     with httpx.Client(base_url=live_api.base_url) as http:
         for row, (label, build, expected) in enumerate(MATRIX):
             for situation, status in expected.items():
-                with acting_as(ADMIN):
-                    method, path, body = build(world, f"{row}-{situation}")
+                method, path, body = build(world, f"{row}-{situation}")
                 sent.add((method, path))
                 failures.append(_check(http, world, headers[situation], label, method, path,
                                        body, situation, status))
@@ -545,16 +547,15 @@ def _uncovered(sent: set[tuple[str, str]]) -> list[str]:
 def test_an_entry_command_never_discloses_a_memory_the_caller_may_not_read(
         live_api: LiveApi, command: str) -> None:
     app = live_api.dreaming
-    with acting_as(ADMIN):
-        app.create_scope(SCOPE)
-        app.register_principal("cora")
-        cora = live_api.headers(app.issue_token("cora").value)
-        app.grant_role(SCOPE, "cora", "contributor")
-        app.create_memory(SCOPE, "secret", principal="admin")
-        app.add_entry(SCOPE, "secret", "e1", "note", "the secret text")
-        if command == "reactivate":
-            app.deactivate_entry(SCOPE, "secret", "e1")
-        app.revoke_read(SCOPE, "cora", Resource.artifact("memory", "secret"))
+    app.records.create_scope(ADMIN, SCOPE)
+    app.access.register_principal(ADMIN, "cora")
+    cora = live_api.headers(app.access.issue_token(ADMIN, "cora").value)
+    app.records.grant_role(ADMIN, SCOPE, "cora", "contributor")
+    app.records.create_memory(ADMIN, SCOPE, "secret", principal="admin")
+    app.records.add_entry(ADMIN, SCOPE, "secret", "e1", "note", "the secret text")
+    if command == "reactivate":
+        app.records.deactivate_entry(ADMIN, SCOPE, "secret", "e1")
+    app.records.revoke_read(ADMIN, SCOPE, "cora", Resource.artifact("memory", "secret"))
     with httpx.Client(base_url=live_api.base_url, headers=cora) as http:
         assert http.get(f"{S}/memories/secret").status_code == 403
         response = http.post(f"{S}/memories/secret/entries/e1/{command}", json={})

@@ -12,19 +12,18 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.projection_runtime import open_view, rebuild
 from adapters.settings import Settings
-from application.access import Caller, acting_as
-from application.dreaming import Dreaming
+from adapters.store.projection_runtime import open_view, rebuild
+from application.bootstrap import Dreaming
 from domain.access import Resource
 from domain.artifact import Artifact
 from domain.dream_request import DreamRequest
 from domain.errors import DomainError
-from domain.identity import check_scope_id
+from domain.policy import LOCAL, Caller
 from domain.principal import AccessToken, Principal
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.source import ELIGIBLE, LINEAGE_ONLY, Source, source_content_hash
-from domain.text import check_identifier
+from domain.text import check_identifier, check_scope_id
 from projections.catalog import READ_MODELS
 from tests.conftest import LiveApi
 
@@ -101,17 +100,18 @@ def test_token_labels_are_free_text_without_invisible_characters() -> None:
 
 @pytest.fixture
 def seeded(app: Dreaming) -> Dreaming:
-    app.create_scope("s")
-    app.record_source("s", "task", "runs/1", text="retried with key K")
-    app.create_memory("s", "m", principal="svc")
-    app.add_entry("s", "m", "e1", "note", "use keys", sources=[SourceRef("task", "runs/1")])
-    app.create_artifact("s", "experience", "x", EXPERIENCE, principal="svc")
-    app.register_principal("rita")
+    app.records.create_scope(LOCAL, "s")
+    app.records.record_source(LOCAL, "s", "task", "runs/1", text="retried with key K")
+    app.records.create_memory(LOCAL, "s", "m", principal="svc")
+    app.records.add_entry(LOCAL, "s", "m", "e1", "note", "use keys",
+                          sources=[SourceRef("task", "runs/1")])
+    app.records.create_artifact(LOCAL, "s", "experience", "x", EXPERIENCE, principal="svc")
+    app.access.register_principal(LOCAL, "rita")
     return app
 
 
 def _dream(key: str = "k", **refs: Any) -> Callable[[Dreaming], object]:
-    return lambda a: a.request_dream("s", DreamRequest.create(
+    return lambda a: a.runs.request_dream(LOCAL, "s", DreamRequest.create(
         refs.pop("operation", "refine_experience"), key, **refs))
 
 
@@ -119,25 +119,30 @@ def _cases(bad: str) -> list[tuple[str, Callable[[Dreaming], object], str]]:
     """Every command that names something, with ``bad`` as that name."""
     x1, m1 = ArtifactRef("experience", "x", 1), ArtifactRef("memory", "m", 2)
     return [
-        ("scope id", lambda a: a.create_scope(bad), "invalid_scope_id"),
-        ("source type", lambda a: a.record_source("s", bad, "t", text="t"), "invalid_identifier"),
-        ("source id", lambda a: a.record_source("s", "task", bad + "/1", text="t"),
+        ("scope id", lambda a: a.records.create_scope(LOCAL, bad), "invalid_scope_id"),
+        ("source type", lambda a: a.records.record_source(LOCAL, "s", bad, "t", text="t"),
          "invalid_identifier"),
-        ("attempt id", lambda a: a.record_source("s", "task", "t", text="t", attempt_id=bad),
+        ("source id", lambda a: a.records.record_source(LOCAL, "s", "task", bad + "/1", text="t"),
          "invalid_identifier"),
-        ("artifact id", lambda a: a.create_artifact("s", "experience", bad, EXPERIENCE,
-                                                    principal="svc"), "invalid_identifier"),
-        ("memory id", lambda a: a.create_memory("s", bad, principal="svc"),
+        ("attempt id",
+         lambda a: a.records.record_source(LOCAL, "s", "task", "t", text="t", attempt_id=bad),
          "invalid_identifier"),
-        ("entry id", lambda a: a.add_entry("s", "m", bad, "note", "t"), "invalid_identifier"),
-        ("candidate id", lambda a: a.propose_candidate(
-            "s", bad, "experience", EXPERIENCE, Lineage(sources=(SourceRef("task", "runs/1"),)),
-            "because"), "invalid_identifier"),
-        ("principal", lambda a: a.register_principal(bad), "invalid_identifier"),
-        ("role grantee", lambda a: a.grant_role("s", bad, "reader"), "invalid_identifier"),
-        ("granted artifact", lambda a: a.grant_read("s", "rita", Resource.artifact(
+        ("artifact id",
+         lambda a: a.records.create_artifact(LOCAL, "s", "experience", bad, EXPERIENCE,
+                                             principal="svc"), "invalid_identifier"),
+        ("memory id", lambda a: a.records.create_memory(LOCAL, "s", bad, principal="svc"),
+         "invalid_identifier"),
+        ("entry id", lambda a: a.records.add_entry(LOCAL, "s", "m", bad, "note", "t"),
+         "invalid_identifier"),
+        ("candidate id", lambda a: a.review.propose_candidate(
+            LOCAL, "s", bad, "experience", EXPERIENCE,
+            Lineage(sources=(SourceRef("task", "runs/1"),)), "because"), "invalid_identifier"),
+        ("principal", lambda a: a.access.register_principal(LOCAL, bad), "invalid_identifier"),
+        ("role grantee", lambda a: a.records.grant_role(LOCAL, "s", bad, "reader"),
+         "invalid_identifier"),
+        ("granted artifact", lambda a: a.records.grant_read(LOCAL, "s", "rita", Resource.artifact(
             "experience", bad)), "invalid_identifier"),
-        ("revoked source", lambda a: a.revoke_read("s", "rita", Resource.source(
+        ("revoked source", lambda a: a.records.revoke_read(LOCAL, "s", "rita", Resource.source(
             "task", "runs/" + bad)), "invalid_identifier"),
         ("idempotency key", _dream(bad, artifacts=[x1]), "invalid_idempotency_key"),
         ("dream artifact", _dream(artifacts=[ArtifactRef("experience", bad, 1)]),
@@ -153,22 +158,25 @@ def _cases(bad: str) -> list[tuple[str, Callable[[Dreaming], object], str]]:
 @pytest.mark.parametrize("bad", [BIDI, ZERO_WIDTH, "caf\u00e9", "a b", ".."])
 def test_every_command_refuses_a_hostile_name_and_writes_nothing(seeded: Dreaming,
                                                                  bad: str) -> None:
-    before = seeded.max_position()
+    before = seeded.store.max_position()
     for label, command, code in _cases(bad):
         assert (label, code_of(partial(command, seeded))) == (label, code)
-    assert code_of(lambda: seeded.record_source("s", "task", TRAVERSAL, text="t")) == (
+    assert code_of(lambda: seeded.records.record_source(LOCAL, "s", "task", TRAVERSAL,
+                                                        text="t")) == (
         "invalid_identifier")
-    assert seeded.max_position() == before
+    assert seeded.store.max_position() == before
 
 
 def test_legitimate_source_ids_with_segments_are_recorded_and_read(seeded: Dreaming) -> None:
     for source_id in ("runs/2024/12/01", "pr:42/review@v1.2", "a..b/~c"):
-        seeded.record_source("s", "task", source_id, text=f"text of {source_id}")
-        assert seeded.get_source("s", "task", source_id).text == f"text of {source_id}"
+        seeded.records.record_source(LOCAL, "s", "task", source_id, text=f"text of {source_id}")
+        assert seeded.records.get_source(LOCAL, "s", "task",
+                                         source_id).text == f"text of {source_id}"
     # A management write records a Source named family/id/revision, segments and all.
-    seeded.replace_artifact("s", "experience", "x", EXPERIENCE | {"lesson": "l2"},
-                            principal="svc", expected_revision=1)
-    assert seeded.get_source("s", "artifact_write", "experience/x/2").eligibility == (
+    seeded.records.replace_artifact(LOCAL, "s", "experience", "x", EXPERIENCE | {"lesson": "l2"},
+                                    principal="svc", expected_revision=1)
+    assert seeded.records.get_source(LOCAL, "s", "artifact_write",
+                                     "experience/x/2").eligibility == (
         LINEAGE_ONLY)
 
 
@@ -177,23 +185,24 @@ def test_legitimate_source_ids_with_segments_are_recorded_and_read(seeded: Dream
 def test_roles_and_grants_name_registered_principals_only(seeded: Dreaming) -> None:
     source = Resource.source("task", "runs/1")
     refused = {
-        "grant_role": lambda: seeded.grant_role("s", "nobody", "reader"),
-        "revoke_role": lambda: seeded.revoke_role("s", "nobody", "reader"),
-        "grant_read": lambda: seeded.grant_read("s", "nobody", source),
-        "revoke_read": lambda: seeded.revoke_read("s", "nobody", source),
+        "grant_role": lambda: seeded.records.grant_role(LOCAL, "s", "nobody", "reader"),
+        "revoke_role": lambda: seeded.records.revoke_role(LOCAL, "s", "nobody", "reader"),
+        "grant_read": lambda: seeded.records.grant_read(LOCAL, "s", "nobody", source),
+        "revoke_read": lambda: seeded.records.revoke_read(LOCAL, "s", "nobody", source),
     }
-    before = seeded.max_position()
+    before = seeded.store.max_position()
     for command in refused.values():
         assert code_of(command) == "unknown_principal"
     # The command's own rules come first: a bad role is a bad role, whoever it names.
-    assert code_of(lambda: seeded.grant_role("s", "nobody", "owner")) == "invalid_role"
-    assert seeded.max_position() == before
-    assert seeded.get_scope("s").roles_of("nobody") == frozenset()
+    assert code_of(lambda: seeded.records.grant_role(LOCAL, "s", "nobody",
+                                                     "owner")) == "invalid_role"
+    assert seeded.store.max_position() == before
+    assert seeded.records.get_scope(LOCAL, "s").roles_of("nobody") == frozenset()
 
-    seeded.register_principal("nobody")
-    assert seeded.grant_role("s", "nobody", "reader").position is not None
-    assert seeded.grant_read("s", "nobody", source).position is not None
-    assert seeded.get_scope("s").roles_of("nobody") == frozenset({"reader"})
+    seeded.access.register_principal(LOCAL, "nobody")
+    assert seeded.records.grant_role(LOCAL, "s", "nobody", "reader").position is not None
+    assert seeded.records.grant_read(LOCAL, "s", "nobody", source).position is not None
+    assert seeded.records.get_scope(LOCAL, "s").roles_of("nobody") == frozenset({"reader"})
 
 
 # -- records named under the old rules ------------------------------------------------------------
@@ -218,10 +227,10 @@ def _record_legacy_names(app: Dreaming) -> str:
                       lineage=Lineage(), provenance={"kind": "management"})
     memory._entry_added(**memory._entry_fields(  # an old-style event
         LEGACY_ENTRY, 1, "note", "old entry", (SourceRef("task", LEGACY_SOURCE),), ()))
-    scope = app.get_scope("s")
+    scope = app.records.get_scope(LOCAL, "s")
     scope._read_granted(  # an old-style event
         principal="rita", resource=Resource.source("task", LEGACY_SOURCE).to_dict())
-    app.commit(source, lesson, memory, scope)
+    app.store.commit(source, lesson, memory, scope)
     return memory.manifest()[LEGACY_ENTRY].entry_version_id
 
 
@@ -230,17 +239,17 @@ def test_records_named_under_the_old_rules_still_load_and_replay(
     version_id = _record_legacy_names(seeded)
 
     fresh = open_app()  # every aggregate below is rebuilt from its stored events
-    assert fresh.get_source("s", "task", LEGACY_SOURCE).text == "old"
-    lesson = fresh.get_artifact("s", "experience", LEGACY_ARTIFACT)
+    assert fresh.records.get_source(LOCAL, "s", "task", LEGACY_SOURCE).text == "old"
+    lesson = fresh.records.get_artifact(LOCAL, "s", "experience", LEGACY_ARTIFACT)
     assert lesson.revision(1).lineage.sources == (SourceRef("task", LEGACY_SOURCE),)
-    memory = fresh.get_artifact("s", "memory", LEGACY_MEMORY)
+    memory = fresh.records.get_artifact(LOCAL, "s", "memory", LEGACY_MEMORY)
     citation = MemoryCitation(memory.head_ref, LEGACY_ENTRY, version_id)
-    assert fresh.read_entry_version("s", citation).text == "old entry"
-    assert list(fresh.get_scope("s").grants_of("rita").values()) == ["granted"]
+    assert fresh.records.read_entry_version(LOCAL, "s", citation).text == "old entry"
+    assert list(fresh.records.get_scope(LOCAL, "s").grants_of("rita").values()) == ["granted"]
     # Lineage may cite them: a reference only has to find its record.
-    fresh.create_artifact("s", "experience", "new", EXPERIENCE, principal="svc",
-                          lineage=Lineage(sources=(SourceRef("task", LEGACY_SOURCE),),
-                                          memory_citations=(citation,)))
+    fresh.records.create_artifact(LOCAL, "s", "experience", "new", EXPERIENCE, principal="svc",
+                                  lineage=Lineage(sources=(SourceRef("task", LEGACY_SOURCE),),
+                                                  memory_citations=(citation,)))
     # A stored Dream request is rebuilt as it was admitted...
     stored = {"operation": "refine_experience", "memory_citations": [citation.to_dict()],
               "artifacts": [lesson.head_ref.to_dict()], "sources": [], "target": None}
@@ -332,8 +341,7 @@ HTTP_CASES: list[tuple[str, Request, str, str]] = [
 
 def test_hostile_names_over_http_get_422_with_their_code_and_write_nothing(
         live_api: LiveApi) -> None:
-    with acting_as(Caller("admin", admin=True)):
-        live_api.dreaming.register_principal("rita")
+    live_api.dreaming.access.register_principal(Caller("admin", admin=True), "rita")
     with httpx.Client(base_url=live_api.base_url, headers=live_api.headers()) as http:
         assert http.post("/v1/scopes", json={"scope_id": "team"}).status_code == 201
         created = http.post(f"{S}/sources", json={"source_type": "task",
@@ -341,19 +349,19 @@ def test_hostile_names_over_http_get_422_with_their_code_and_write_nothing(
         assert created.status_code == 201, created.text
         assert http.get(f"{S}/sources/task/runs/2024/1").json()["source_id"] == "runs/2024/1"
         assert http.post(f"{S}/memories", json={"memory_id": "m"}).status_code == 201
-        before = live_api.dreaming.max_position()
+        before = live_api.dreaming.store.max_position()
         for label, (method, path, body), code, field in HTTP_CASES:
             answer = http.request(method, path, json=body)
             error = answer.json()["error"]
             assert (label, answer.status_code, error["code"]) == (label, 422, code), error
             assert error["details"].get("field", "") == field, (label, error)
-        assert live_api.dreaming.max_position() == before
+        assert live_api.dreaming.store.max_position() == before
 
 
 def test_a_dream_request_over_http_names_every_violated_field(live_api: LiveApi) -> None:
     with httpx.Client(base_url=live_api.base_url, headers=live_api.headers()) as http:
         assert http.post("/v1/scopes", json={"scope_id": "team"}).status_code == 201
-        before = live_api.dreaming.max_position()
+        before = live_api.dreaming.store.max_position()
         answer = http.post(f"{S}/dream", json={
             "operation": "derive_skill", "idempotency_key": "k",
             "memory_citations": [_citation("e1")]})
@@ -361,7 +369,7 @@ def test_a_dream_request_over_http_names_every_violated_field(live_api: LiveApi)
     assert (answer.status_code, error["code"]) == (422, "invalid_dream_operation")
     named = {violation["field"] for violation in error["details"]["violations"]}
     assert named == {"memory_citations", "artifacts"}
-    assert live_api.dreaming.max_position() == before
+    assert live_api.dreaming.store.max_position() == before
 
 
 # -- the principal aggregate itself ---------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The knowledge read model on SQLite (FTS5) and PostgreSQL (tsvector + GIN).
 
-Artifacts and Candidates are written to the real write model (``app.commit``) and followed by
+Artifacts and Candidates are written to the real event store (``app.store.commit``) and followed by
 the real runner: only approved revisions are knowledge (never pending or rejected candidates,
 nor management writes), a later approval replaces the row while a later management revision
 does not, search ranks and stems, hostile query text never reaches the engines as syntax,
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import Tracking
 
-from adapters.projection_runtime import RunningProjection, open_view, start_projection
 from adapters.settings import Settings
-from application.dreaming import Dreaming
+from adapters.store.projection_runtime import RunningProjection, open_view, start_projection
+from application.bootstrap import Dreaming
 from domain.artifact import Artifact
 from domain.candidate import Candidate
 from domain.errors import InvalidRequestError
@@ -119,7 +119,7 @@ def test_only_approved_revisions_are_knowledge(app: Dreaming, running: Running) 
     prompt.revise({"template": "xylophone {y}"}, LINEAGE, review(), 1)
     memory = created(scope, "memory", "mem-1", {"title": "notes"}, MANAGEMENT)
     memory.add_entry("e1", "fact", "xylophone entry", [SourceRef("task", "t1")], [])
-    position = app.commit(pending, rejected, managed, prompt, memory)
+    position = app.store.commit(pending, rejected, managed, prompt, memory)
     assert position is not None
     running.wait(position)
     assert running.position() == position
@@ -132,7 +132,7 @@ def test_only_approved_revisions_are_knowledge(app: Dreaming, running: Running) 
     # An approved revision of a management-created Experience becomes knowledge.
     managed.revise(experience(lesson="wombat approved lesson"), LINEAGE,
                    review("cand-m", 2, run_id="run-9"), 2)
-    position = app.commit(managed)
+    position = app.store.commit(managed)
     assert position is not None
     running.wait(position)
     item = running.view.get_knowledge(scope, "experience", "exp-managed")
@@ -151,7 +151,7 @@ def test_a_later_approval_replaces_the_row_and_management_does_not(
     artifact = created(scope, "skill", "skill-1",
                        skill(instructions="use the aardvark", validation=("aardvark ok",)),
                        review(package_digest=DIGEST))
-    position = app.commit(artifact)
+    position = app.store.commit(artifact)
     assert position is not None
     running.wait(position)
     first = running.view.get_knowledge(scope, "skill", "skill-1")
@@ -162,7 +162,7 @@ def test_a_later_approval_replaces_the_row_and_management_does_not(
 
     # A management revision: row untouched, its words not searchable.
     artifact.revise(skill(instructions="use the bandicoot"), LINEAGE, MANAGEMENT, 1)
-    running.wait(app.commit(artifact))
+    running.wait(app.store.commit(artifact))
     assert running.view.get_knowledge(scope, "skill", "skill-1") == first
     assert found(running.view, scope, "bandicoot") == []
     assert found(running.view, scope, "aardvark") == ["skill-1"]
@@ -172,7 +172,7 @@ def test_a_later_approval_replaces_the_row_and_management_does_not(
     artifact.revise(skill(name="do-it-better", instructions="use the capybara",
                           validation=("capybara ok", "second check")),
                     LINEAGE, review("cand-2", 3, package_digest=digest), 2)
-    position = app.commit(artifact)
+    position = app.store.commit(artifact)
     assert position is not None
     running.wait(position)
     replaced = running.view.get_knowledge(scope, "skill", "skill-1")
@@ -191,7 +191,7 @@ def test_a_later_approval_replaces_the_row_and_management_does_not(
 def test_experiences_never_carry_a_package_digest(app: Dreaming, running: Running) -> None:
     artifact = created("scope-d", "experience", "exp-1",
                        experience(failure="the dingo failure"), review(package_digest=DIGEST))
-    running.wait(app.commit(artifact))
+    running.wait(app.store.commit(artifact))
     item = running.view.get_knowledge("scope-d", "experience", "exp-1")
     assert item is not None
     assert item.package_digest is None
@@ -215,7 +215,7 @@ def test_search_stems_ranks_and_ands_words(app: Dreaming, running: Running) -> N
     ]
     artifacts = [created(scope, family, artifact_id, content, review(f"cand-{artifact_id}"))
                  for family, artifact_id, content in contents]
-    running.wait(app.commit(*artifacts))
+    running.wait(app.store.commit(*artifacts))
 
     items = running.view.search(scope, "retried")  # stemmed: "retried" matches "retry"
     assert [item.artifact_id for item in items] == ["exp-retry", "exp-once"]
@@ -237,7 +237,7 @@ def test_without_q_the_newest_approvals_come_first(app: Dreaming, running: Runni
     for index in range(5):
         family = "skill" if index % 2 else "experience"
         content = skill() if family == "skill" else experience()
-        running.wait(app.commit(created(scope, family, f"item-{index}", content, review())))
+        running.wait(app.store.commit(created(scope, family, f"item-{index}", content, review())))
     assert found(running.view, scope) == [f"item-{i}" for i in (4, 3, 2, 1, 0)]
     assert found(running.view, scope, family="skill") == ["item-3", "item-1"]
     assert found(running.view, scope, family="experience", limit=2) == ["item-4", "item-2"]
@@ -247,7 +247,7 @@ def test_without_q_the_newest_approvals_come_first(app: Dreaming, running: Runni
 
 
 def test_scopes_are_isolated(app: Dreaming, running: Running) -> None:
-    running.wait(app.commit(
+    running.wait(app.store.commit(
         created("scope-1", "experience", "exp-1", experience(lesson="shared pangolin"),
                 review()),
         created("scope-2", "experience", "exp-1", experience(lesson="shared pangolin too"),
@@ -282,7 +282,7 @@ NOT_QUERIES = ['"', '""', "*", "?", "\\", "", " ", "\t\n", "!!!", "\"'*:()", "_"
 def test_hostile_query_text_never_reaches_the_engine_as_syntax(app: Dreaming,
                                                                running: Running) -> None:
     scope = "scope-h"
-    running.wait(app.commit(
+    running.wait(app.store.commit(
         created(scope, "experience", "exp-1",
                 experience("émigré façade naïve finance retry", "NEAR star OR AND"), review()),
     ))
@@ -355,13 +355,13 @@ def write_history(app: Dreaming, scopes: list[str], per_scope: int) -> None:
                        else experience(lesson=f"{word} lesson"))
             provenance = review(f"cand-{index}") if index % 2 else MANAGEMENT
             artifact = created(scope_id, family, f"item-{index}", content, provenance)
-            app.commit(artifact)
+            app.store.commit(artifact)
             if index % 4 == 0:
                 changed = (skill(instructions=f"{word} revised") if family == "skill"
                            else experience(lesson=f"{word} revised"))
                 artifact.revise(changed, LINEAGE, review(f"cand-{index}-2", 2,
                                                          package_digest=DIGEST), 1)
-                app.commit(artifact)
+                app.store.commit(artifact)
 
 
 def snapshot(view: KnowledgeView, scopes: list[str]) -> dict[str, Any]:
@@ -380,12 +380,12 @@ def test_a_rebuilt_view_equals_the_live_one(settings: Settings, app: Dreaming,
     assert [running.view.count(scope_id) for scope_id in scopes] == [7, 7]
 
     fresh = KNOWLEDGE.renamed("knowledge_rebuilt")
-    with rebuilt_view(fresh, settings, app.max_position()) as rebuilt:
+    with rebuilt_view(fresh, settings, app.store.max_position()) as rebuilt:
         assert snapshot(rebuilt, scopes) == live
         assert rebuilt.max_tracking_id(APP) == running.position()
 
     running.stop()
-    with rebuilt_view(KNOWLEDGE, settings, app.max_position()) as in_place:
+    with rebuilt_view(KNOWLEDGE, settings, app.store.max_position()) as in_place:
         assert snapshot(in_place, scopes) == live
 
 
@@ -395,7 +395,7 @@ def test_the_target_revision_is_what_approval_recorded(app: Dreaming, running: R
     for lesson in ("one", "two"):
         artifact.revise(experience(lesson=lesson), LINEAGE, MANAGEMENT, None)
     artifact.revise(experience(lesson="three"), LINEAGE, review(), None)
-    running.wait(app.commit(artifact))
+    running.wait(app.store.commit(artifact))
     item = running.view.get_knowledge("scope-t", "experience", "exp-1")
     assert item is not None
     assert (item.revision, item.content["lesson"]) == (4, "three")

@@ -24,15 +24,17 @@ from typing import Any
 import pytest
 
 from adapters.generators.factory import GeneratorRegistry
-from adapters.projection_runtime import start_projection
 from adapters.settings import Settings
-from adapters.workers import worker_pool
-from application.dreaming import Dreaming
-from application.execution import CandidateId, DreamExecutor
+from adapters.store.projection_runtime import start_projection
+from adapters.workers.pool import worker_pool
+from application.bootstrap import Dreaming
+from application.execution import DreamExecutor
 from domain.candidate import Candidate
 from domain.dream_queue import DreamQueue
 from domain.dream_request import DreamRequest
 from domain.dream_run import DreamRun
+from domain.ids import dream_candidate_id
+from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from projections.runs import RUNS
 from tests.dream_support import EXPERIENCE, ScriptedModel
@@ -44,11 +46,12 @@ MODEL_SECONDS = 5.0
 
 
 def admitted_run(app: Dreaming) -> str:
-    app.create_scope("s")
-    app.record_source("s", "task", "t", text="Pinned the image by digest; rollout succeeded.")
-    app.create_artifact("s", "experience", "x", EXPERIENCE, principal="svc",
-                        lineage=Lineage(sources=(SourceRef("task", "t"),)))
-    return app.request_dream("s", DreamRequest.create(
+    app.records.create_scope(LOCAL, "s")
+    app.records.record_source(LOCAL, "s", "task", "t",
+                              text="Pinned the image by digest; rollout succeeded.")
+    app.records.create_artifact(LOCAL, "s", "experience", "x", EXPERIENCE, principal="svc",
+                                lineage=Lineage(sources=(SourceRef("task", "t"),)))
+    return app.runs.request_dream(LOCAL, "s", DreamRequest.create(
         "refine_experience", "k", artifacts=[ArtifactRef("experience", "x", 1)])).value.run.run_id
 
 
@@ -87,7 +90,7 @@ def worker_process(settings: Settings, base_url: str, log: Path) -> subprocess.P
 
 
 def run_events(app: Dreaming, scope_id: str, run_id: str) -> list[Any]:
-    return list(app.history(DreamRun.create_id(scope_id, run_id)))
+    return list(app.store.history(DreamRun.create_id(scope_id, run_id)))
 
 
 def test_a_model_slower_than_the_lease_succeeds_on_its_first_attempt(
@@ -110,9 +113,9 @@ def test_a_model_slower_than_the_lease_succeeds_on_its_first_attempt(
                 offered = [r.run_id for r in runs.view.claimable(app.clock(), 64)]
                 offered_late.append(run_id in offered)
             time.sleep(0.2)
-        wait_for(lambda: app.get_dream("s", run_id).terminal, timeout=30)
+        wait_for(lambda: app.runs.get_dream(LOCAL, "s", run_id).terminal, timeout=30)
 
-    done = app.get_dream("s", run_id)
+    done = app.runs.get_dream(LOCAL, "s", run_id)
     assert (done.status, done.outcome, done.reason) == ("succeeded", "proposed", "Slow but right.")
     assert (done.attempt_count, done.model_calls) == (1, 1)
     assert len(server.received) == 1  # no second worker ever called the model
@@ -130,7 +133,7 @@ def test_a_model_slower_than_the_lease_succeeds_on_its_first_attempt(
         assert renewal.lease_expires_at - renewal.timestamp == pytest.approx(
             timedelta(seconds=LEASE_SECONDS), abs=timedelta(seconds=0.5))
     # ...and the scope's single-flight hold was renewed with it.
-    queue_renewals = [e for e in app.history(DreamQueue.create_id("s"))
+    queue_renewals = [e for e in app.store.history(DreamQueue.create_id("s"))
                       if isinstance(e, DreamQueue.RunLeaseRenewed)]
     assert [e.lease_expires_at for e in queue_renewals] == expiries
     # Finished: nothing renews after the outcome.
@@ -143,7 +146,7 @@ def test_a_heartbeat_from_a_superseded_attempt_is_refused_and_its_answer_discard
     run_id = admitted_run(app)
     # Worker A stalls: its first heartbeat comes long after its short lease ran out.
     stalled = ScriptedModel(gate=threading.Event())
-    worker_a = DreamExecutor(app, GeneratorRegistry(stalled), lease_seconds=0.3,
+    worker_a = DreamExecutor(app.runs, GeneratorRegistry(stalled), lease_seconds=0.3,
                              heartbeat_seconds=1.0)
     attempt_a = worker_a.claim("s", run_id)
     assert attempt_a is not None
@@ -153,7 +156,7 @@ def test_a_heartbeat_from_a_superseded_attempt_is_refused_and_its_answer_discard
         thread.start()
         assert stalled.entered.wait(10)
         # Worker B takes the run over once A's lease has passed, and finishes it.
-        worker_b = DreamExecutor(open_app(), GeneratorRegistry(ScriptedModel()))
+        worker_b = DreamExecutor(open_app().runs, GeneratorRegistry(ScriptedModel()))
         attempt_b = None
         deadline = time.monotonic() + 10
         while attempt_b is None and time.monotonic() < deadline:
@@ -169,7 +172,7 @@ def test_a_heartbeat_from_a_superseded_attempt_is_refused_and_its_answer_discard
         stalled.gate.set()
         thread.join(10)
     assert outcome_a == [None]
-    assert app.get_dream("s", run_id) == done
+    assert app.runs.get_dream(LOCAL, "s", run_id) == done
     refused_beats = [e for e in run_events(app, "s", run_id)
                      if isinstance(e, DreamRun.LeaseRenewed) and e.attempt == 1]
     assert refused_beats == []
@@ -199,8 +202,8 @@ def test_a_stalled_worker_process_loses_its_run_and_its_late_answer_is_fenced_ou
             # Frozen mid-call before its first heartbeat: its lease runs out.
             stalled.send_signal(signal.SIGSTOP)
             with worker_pool(app, rescue, runs.view.claimable):
-                wait_for(lambda: app.get_dream("s", run_id).terminal, timeout=30)
-            done = app.get_dream("s", run_id)
+                wait_for(lambda: app.runs.get_dream(LOCAL, "s", run_id).terminal, timeout=30)
+            done = app.runs.get_dream(LOCAL, "s", run_id)
             assert (done.status, done.attempt_count, done.reason) == (
                 "succeeded", 2, "The rescuing worker's answer.")
             # The stalled worker wakes after its own answer arrived, and is fenced out.
@@ -213,11 +216,12 @@ def test_a_stalled_worker_process_loses_its_run_and_its_late_answer_is_fenced_ou
             stalled.terminate()
             stalled.wait(10)
 
-    assert app.get_dream("s", run_id) == done
+    assert app.runs.get_dream(LOCAL, "s", run_id) == done
     events = run_events(app, "s", run_id)
     second = next(i for i, e in enumerate(events)
                   if isinstance(e, DreamRun.AttemptStarted) and e.attempt == 2)
     assert all(getattr(e, "attempt", 2) == 2 for e in events[second:])
     assert len(server.received) == 2
-    candidate: Candidate = app.repository.get(Candidate.create_id("s", CandidateId.of(run_id)))
+    candidate: Candidate = app.store.repository.get(
+        Candidate.create_id("s", dream_candidate_id(run_id)))
     assert candidate.current.reason == "The rescuing worker's answer."

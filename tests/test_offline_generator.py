@@ -17,17 +17,12 @@ from hypothesis import strategies as st
 
 from adapters.generators.offline import OFFLINE_CONFIG_ID, OfflineGenerator
 from application.generation import GenerationInput, GenerationResult
+from domain.canonical import canonical_json
 from domain.content import SKILL_NAME_PATTERN, validate_content
 from domain.dream_plan import DreamPlan, parse_plan
-from domain.evidence import (
-    NeedsEvidence,
-    ProjectedItem,
-    Projection,
-    RootGroup,
-    evidence_id,
-    select_evidence,
-)
-from domain.identity import canonical_json
+from domain.evidence.manifest import ModelEvidence, ProjectedItem, RootGroup
+from domain.evidence.selection import NeedsEvidence, select_evidence
+from domain.ids import evidence_id
 from domain.refs import EXPERIENCE, SKILL, SourceRef
 
 PROPERTIES = hypothesis.settings(max_examples=150, deadline=None, database=None)
@@ -254,7 +249,7 @@ def requests(draw: st.DrawFn) -> GenerationInput:
                       historical, ("root_g",) if grouped or kind == "source" else ())
         for index, (kind, text, entry_kind, historical, grouped, raw) in enumerate(drawn)
         if not (raw and kind == "experience"))
-    projection = Projection(items, (GROUP,), False)
+    projection = ModelEvidence(items, (GROUP,), False)
     experiences = [item.evidence_id for item in items if item.kind == "experience"]
     target = draw(st.sampled_from([None, "e_99", *experiences]))
     operation = draw(st.sampled_from(["refine_experience", "derive_skill"]))
@@ -290,7 +285,7 @@ def marked_request(marker: int) -> GenerationInput:
         item = ProjectedItem(f"e_{marker:04d}", "experience", canonical_json(content), False,
                              ("root_g",))
     return GenerationInput(f"run-{marker}", "scope", operation, None,
-                           Projection((item,), (GROUP,), False), 4096, 30.0)
+                           ModelEvidence((item,), (GROUP,), False), 4096, 30.0)
 
 
 def test_concurrent_calls_never_mix() -> None:

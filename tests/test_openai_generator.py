@@ -30,7 +30,8 @@ from application.generation import (
 )
 from domain.dream_plan import parse_plan, plan_json_schema
 from domain.errors import InvalidGenerationOutputError
-from domain.evidence import evidence_id, select_evidence
+from domain.evidence.selection import select_evidence
+from domain.ids import evidence_id
 from domain.refs import EXPERIENCE
 from tests.openai_fake import (
     MODEL,

@@ -6,7 +6,7 @@ import socket
 import psycopg
 import pytest
 
-from adapters.postgres_server import (
+from benchmarks.throwaway_postgres import (
     PostgresServer,
     find_pg_bindir,
     stop_postgres_server,

@@ -1,7 +1,7 @@
 """The provenance read model on SQLite and PostgreSQL: a reverse index of exact lineage.
 
-Sources, Memories, Artifacts and Candidates are written to the real write model
-(``app.commit``, or the application's own commands) and followed by the real runner: the
+Sources, Memories, Artifacts and Candidates are written to the real event store
+(``app.store.commit``, or the application's own commands) and followed by the real runner: the
 impact of a Source reaches every entry version, Artifact revision and Candidate version built
 on it with its least depth, an old entry version's impact never lists what cites only a newer
 one, scopes are isolated, cycles terminate, and a rebuilt view equals the live one.
@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError, Tracking
 
-from adapters.projection_runtime import RunningProjection, open_view, start_projection
 from adapters.settings import Settings
-from application.dreaming import Dreaming
+from adapters.store.projection_runtime import RunningProjection, open_view, start_projection
+from application.bootstrap import Dreaming
 from domain.artifact import Artifact
 from domain.candidate import Candidate
 from domain.errors import InvalidRequestError
+from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.source import Source
 from projections.provenance import (
@@ -99,14 +100,14 @@ class Chain:
         self.candidate = Candidate.propose(
             scope_id, "cand-1", "skill", self.skill.ref(1), SKILL,
             Lineage(artifacts=(self.skill.ref(1),)), "Tighter wording.", "alice")
-        app.commit(self.source, self.memory, self.experience, self.skill, self.candidate)
+        app.store.commit(self.source, self.memory, self.experience, self.skill, self.candidate)
         # Version 2 of the candidate, approved as revision 2 of the Skill.
         lineage = Lineage(artifacts=(self.skill.ref(1), self.experience.ref(1)))
         self.candidate.revise(1, SKILL, lineage, "Also the experience.", "bob", self.skill.ref(1))
         self.skill.revise(SKILL, lineage, {"kind": "review", "candidate_id": "cand-1",
                                            "candidate_version": 2}, 1)
         self.candidate.approve(2, self.skill.ref(2), "carol")
-        self.position = app.commit(self.candidate, self.skill)
+        self.position = app.store.commit(self.candidate, self.skill)
 
     @property
     def entry(self) -> Node:
@@ -167,7 +168,7 @@ def test_an_old_entry_version_does_not_reach_what_cites_only_the_newer_one(
     cite_v2 = citation(chain.memory, "e1")
     newer = Artifact.create("scope-a", "experience", "exp-2", LESSON,
                             Lineage(memory_citations=(cite_v2,)), MANAGEMENT)
-    running.wait(app.commit(other, background, chain.memory, newer))
+    running.wait(app.store.commit(other, background, chain.memory, newer))
     entry_v2 = node(cite_v2)
     assert entry_v2 != chain.entry
 
@@ -192,7 +193,7 @@ def test_scopes_are_isolated(app: Dreaming, running: Running) -> None:
     second = Chain(app, "scope-b")  # the same keys in another scope
     extra = Artifact.create("scope-b", "experience", "exp-9", LESSON,
                             Lineage(sources=(second.source.ref,)), MANAGEMENT)
-    running.wait(app.commit(extra))
+    running.wait(app.store.commit(extra))
     assert first.source.ref == second.source.ref
 
     in_a = impact(running.view, "scope-a", first.source.ref)
@@ -215,7 +216,7 @@ def test_cycles_terminate(app: Dreaming, running: Running) -> None:
                         MANAGEMENT)
     c = Artifact.create("scope-a", "experience", "c", LESSON, Lineage(artifacts=(b_ref, c_ref)),
                         MANAGEMENT)  # c also rests on itself
-    running.wait(app.commit(a, b, c))
+    running.wait(app.store.commit(a, b, c))
 
     assert impact(running.view, "scope-a", source) == ordered(
         (node(a_ref), 1), (node(b_ref), 2), (node(c_ref), 3))
@@ -231,18 +232,19 @@ def test_real_commands_index_citation_roots_and_approvals(app: Dreaming,
     """Through the application: approval writes the Artifact and the Candidate together."""
     scope = "scope-r"
     task = SourceRef("task", "t1")
-    app.create_scope(scope)
-    app.record_source(scope, "task", "t1", text="Replayed the write with key K; one charge.")
-    app.create_memory(scope, "m", principal="svc")
-    entry = app.add_entry(scope, "m", "e1", "task_record", "Use key K on retries",
-                          sources=[task]).value
-    app.propose_candidate(scope, "lesson", "experience", LESSON,
-                          Lineage(memory_citations=(entry.citation,)), "From the task.")
-    lesson = app.approve_candidate(scope, "lesson", 1).value.result
+    app.records.create_scope(LOCAL, scope)
+    app.records.record_source(LOCAL, scope, "task", "t1",
+                              text="Replayed the write with key K; one charge.")
+    app.records.create_memory(LOCAL, scope, "m", principal="svc")
+    entry = app.records.add_entry(LOCAL, scope, "m", "e1", "task_record", "Use key K on retries",
+                                  sources=[task]).value
+    app.review.propose_candidate(LOCAL, scope, "lesson", "experience", LESSON,
+                                 Lineage(memory_citations=(entry.citation,)), "From the task.")
+    lesson = app.review.approve_candidate(LOCAL, scope, "lesson", 1).value.result
     assert lesson is not None
-    app.propose_candidate(scope, "skill", "skill", SKILL,
-                          Lineage(artifacts=(lesson.head_ref,)), "From the lesson.")
-    written = app.approve_candidate(scope, "skill", 1)
+    app.review.propose_candidate(LOCAL, scope, "skill", "skill", SKILL,
+                                 Lineage(artifacts=(lesson.head_ref,)), "From the lesson.")
+    written = app.review.approve_candidate(LOCAL, scope, "skill", 1)
     skill = written.value.result
     assert skill is not None
     running.wait(written.position)
@@ -319,7 +321,7 @@ def test_a_rebuilt_view_equals_the_live_one(settings: Settings, app: Dreaming,
     assert isinstance(next(iter(live["scope-a"]["impact"].values()))[0], Dependent)
 
     fresh = PROVENANCE.renamed("provenance_rebuilt")
-    with rebuilt_view(fresh, settings, app.max_position()) as rebuilt:
+    with rebuilt_view(fresh, settings, app.store.max_position()) as rebuilt:
         assert snapshot(rebuilt, scopes) == live
         assert rebuilt.max_tracking_id(APP) == running.position()
 
@@ -329,5 +331,5 @@ def test_rebuilding_in_place_starts_from_scratch(settings: Settings, app: Dreami
     with start_projection(PROVENANCE, settings) as running:
         running.catch_up()
         live = snapshot(running.view, ["scope-a"])
-    with rebuilt_view(PROVENANCE, settings, app.max_position()) as view:
+    with rebuilt_view(PROVENANCE, settings, app.store.max_position()) as view:
         assert snapshot(view, ["scope-a"]) == live

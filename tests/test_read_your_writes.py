@@ -23,9 +23,9 @@ from fastapi import FastAPI
 from adapters.http.app import create_app
 from adapters.http.routes import VIEW_POSITION_HEADER
 from adapters.http.server import running_server
-from adapters.persistence import open_dreaming
 from adapters.settings import Settings
-from application.dreaming import Dreaming
+from adapters.store.persistence import open_dreaming
+from application.bootstrap import Dreaming
 
 REPEATS = 200
 EXPERIENCE = {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"}
@@ -48,7 +48,7 @@ def served(settings: Settings, **changes: Any) -> Iterator[Served]:
     """``dream serve`` in-process over loopback: access enforced, two workers."""
     settings = settings.model_copy(update={"access": "enforced", "workers": 2, **changes})
     dreaming = open_dreaming(settings)
-    token = dreaming.bootstrap_admin()
+    token = dreaming.access.bootstrap_admin()
     assert token is not None
     api = create_app(dreaming, settings)
     try:
@@ -191,7 +191,7 @@ def test_a_view_that_cannot_catch_up_in_time_answers_503_not_stale_rows(
                                    "/v1/scopes/team/knowledge"])
 def test_after_beyond_the_store_head_is_refused(settings: Settings, route: str) -> None:
     with served(settings, workers=0) as api:
-        head = api.dreaming.max_position()
+        head = api.dreaming.store.max_position()
         answer = api.http.get(route, params={"after": head + 1})
         assert answer.status_code == 422
         assert answer.json()["error"]["details"] == {"field": "after", "head": head}

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from application.dreaming import Dreaming
 from domain.dream_queue import DreamQueue
+from domain.dream_request import DreamOperation
 from domain.errors import DomainError
 from domain.principal import AccessToken, Principal
 from domain.proposal_record import ProposalRecord
+from tests.property_support import assert_queue_typed
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -28,7 +29,7 @@ def replayed(events: list[Any]) -> Any:
 
 # An action on a queue: admit a new run, start / requeue / finish the run at an index.
 actions = st.lists(st.tuples(st.sampled_from(["admit", "start", "requeue", "finish"]),
-                             st.integers(0, 20), st.sampled_from(["refine", "derive"])),
+                             st.integers(0, 20), st.sampled_from(list(DreamOperation))),
                    max_size=60)
 
 
@@ -45,7 +46,7 @@ def test_a_dream_queue_keeps_its_invariants_and_replays(steps: list[tuple[str, i
             if action == "admit":
                 queue.admit(f"r{step}", operation, max_pending=8)
                 admitted.append(f"r{step}")
-            elif action == "start" and run_id in queue.pending:
+            elif action == "start":  # a run that is not pending is refused
                 queue.start(run_id, NOW, NOW + timedelta(seconds=30))
             elif action == "requeue" and run_id in queue.pending:
                 queue.requeue(run_id)
@@ -53,35 +54,43 @@ def test_a_dream_queue_keeps_its_invariants_and_replays(steps: list[tuple[str, i
                 queue.finish(run_id)
         except DomainError as refused:
             refusal = refused.code
-            assert refusal in ("capacity_exceeded", "scope_busy")
+            if action == "admit":
+                assert refusal == "capacity_exceeded"
+            else:
+                pending = run_id in queue.pending  # a refusal changed nothing
+                assert refusal == ("scope_busy" if pending else "run_not_pending")
         events += queue.collect_events()
         # Capacity is exact; a running run is pending; one running run per operation.
         assert len(queue.pending) <= 8
-        assert all(holder["run_id"] in queue.pending for holder in queue.running.values())
-        assert replayed(events) == queue
+        assert all(lease.run_id in queue.pending for lease in queue.running.values())
+        assert all(queue.pending[lease.run_id] == held for held, lease in queue.running.items())
+        rebuilt = replayed(events)
+        assert rebuilt == queue
+        assert_queue_typed(rebuilt)
 
 
 @pytest.mark.parametrize("count", [5, 130])  # 130 crosses several snapshots (every 20)
 def test_queues_principals_tokens_and_records_round_trip_the_store(
-        open_app: Callable[[], Dreaming], count: int) -> None:
+        open_app: Callable[[], Any], count: int) -> None:
     app = open_app()
     queue = DreamQueue.open("s")
     for index in range(count):
-        queue.admit(f"r{index}", "refine", max_pending=1000)
+        queue.admit(f"r{index}", DreamOperation.REFINE_EXPERIENCE, max_pending=1000)
         if index % 3 == 0:
             queue.start(f"r{index}", NOW, NOW + timedelta(seconds=30))
             if index % 2 == 0:
                 queue.finish(f"r{index}")
             else:
                 queue.requeue(f"r{index}")
-        app.commit(queue)
+        app.store.commit(queue)
     principal = Principal.register("alice", admin=True)
     token = AccessToken.issue("ab" * 32, "alice", "laptop")
     token.revoke("lost")
     record = ProposalRecord(scope_id="s", principal_key="k", fingerprint="sha256:f",
                             candidate_id="c1")
     record.replace("c2")
-    app.commit(principal, token, record)
+    app.store.commit(principal, token, record)
     other = open_app()
     for live in (queue, principal, token, record):
-        assert other.repository.get(live.id) == live
+        assert other.store.repository.get(live.id) == live
+    assert_queue_typed(other.store.repository.get(queue.id))

@@ -12,10 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.client import ApiError, DreamClient
-from application.access import Caller, acting_as
+from adapters.client.dream_client import DreamClient
+from adapters.client.errors import ApiError
 from domain import errors as domain
 from domain.access import Resource
+from domain.policy import Caller
 from projections.catalog import READ_MODELS
 from tests.conftest import LiveApi
 
@@ -40,25 +41,25 @@ class Team:
     citation: dict[str, Any]
 
     def position(self) -> int:
-        return self.api.dreaming.max_position()
+        return self.api.dreaming.store.max_position()
 
 
 @pytest.fixture
 def team(live_api: LiveApi) -> Iterator[Team]:
     app = live_api.dreaming
     tokens = {}
-    with acting_as(Caller("admin", admin=True)):
-        app.create_scope("team")
-        for name, role in (("carl", "contributor"), ("vera", "reviewer"), ("rita", "reader")):
-            app.register_principal(name)
-            tokens[name] = app.issue_token(name).value
-            app.grant_role("team", name, role)
+    deployment_admin = Caller("admin", admin=True)
+    app.records.create_scope(deployment_admin, "team")
+    for name, role in (("carl", "contributor"), ("vera", "reviewer"), ("rita", "reader")):
+        app.access.register_principal(deployment_admin, name)
+        tokens[name] = app.access.issue_token(deployment_admin, name).value
+        app.records.grant_role(deployment_admin, "team", name, role)
     clients = {name: DreamClient(live_api.base_url, token) for name, token in tokens.items()}
     admin = DreamClient(live_api.base_url, live_api.admin_token)
-    admin.record_source("team", **TASK, text="the retry charged once")
-    admin.create_memory("team", memory_id="m")
-    entry = admin.add_entry("team", memory_id="m", entry_id="retries", kind="task_record",
-                            text="payments are retried with the same key", sources=[TASK])
+    admin.sources.record("team", **TASK, text="the retry charged once")
+    admin.memories.create("team", memory_id="m")
+    entry = admin.memories.add_entry("team", memory_id="m", entry_id="retries", kind="task_record",
+                                     text="payments are retried with the same key", sources=[TASK])
     yield Team(live_api, admin, citation=entry.citation.model_dump(), **clients)
     for client in (admin, *clients.values()):
         client.close()
@@ -89,12 +90,12 @@ def test_the_review_flow_from_proposal_to_a_skill_package(team: Team) -> None:
     assert replay.status_code == 200
     assert replay.json() == proposed  # the same answer, position included
     with pytest.raises(domain.CandidateExistsError):
-        carl.propose_candidate("team", candidate_id="pay-retries", family="experience",
-                               proposal=EXPERIENCE, reason="another reason",
-                               memory_citations=[team.citation])
+        carl.candidates.propose("team", candidate_id="pay-retries", family="experience",
+                                proposal=EXPERIENCE, reason="another reason",
+                                memory_citations=[team.citation])
 
     # The inbox shows it at once when asked to wait for the proposal's position.
-    page = vera.list_candidates("team", after=proposed["position"])
+    page = vera.candidates.list("team", after=proposed["position"])
     assert [item.candidate_id for item in page.candidates] == ["pay-retries"]
     item = page.candidates[0]
     assert (item.family, item.status, item.version, item.proposer, item.conflict,
@@ -103,8 +104,8 @@ def test_the_review_flow_from_proposal_to_a_skill_package(team: Team) -> None:
     assert item.reason == "seen in one payment run"
     assert 0 <= item.age_seconds < 60
     assert page.next_cursor is None
-    assert vera.get_candidate("team", "pay-retries").permissions.can_approve
-    evidence = vera.candidate_evidence("team", "pay-retries")
+    assert vera.candidates.get("team", "pay-retries").permissions.can_approve
+    evidence = vera.candidates.evidence("team", "pay-retries")
     assert evidence.status == "resolved"
     assert evidence.evidence is not None
     assert {node.kind for node in evidence.evidence.nodes} == {"memory", "source"}
@@ -118,8 +119,8 @@ def test_the_review_flow_from_proposal_to_a_skill_package(team: Team) -> None:
                                    "proposal": None, "sources": None}).json()
     assert (kept["version"], kept["memory_citations"], kept["proposal"]) == (
         3, [team.citation], EXPERIENCE)
-    cleared = vera.revise_candidate("team", "pay-retries", expected_version=3,
-                                    memory_citations=[])
+    cleared = vera.candidates.revise("team", "pay-retries", expected_version=3,
+                                     memory_citations=[])
     assert (cleared.version, cleared.memory_citations, cleared.author) == (4, [], "vera")
     assert [s.model_dump() for s in cleared.sources] == [TASK]
 
@@ -132,57 +133,57 @@ def test_the_review_flow_from_proposal_to_a_skill_package(team: Team) -> None:
 
     # Anchor #11: the contributor cannot approve its own Candidate; a reviewer can.
     with pytest.raises(domain.ForbiddenError) as forbidden:
-        carl.approve_candidate("team", "pay-retries", expected_version=4)
+        carl.candidates.approve("team", "pay-retries", expected_version=4)
     assert isinstance(forbidden.value, ApiError)
     assert forbidden.value.status == 403
     assert team.position() == before
-    approved = vera.approve_candidate("team", "pay-retries", expected_version=4)
+    approved = vera.candidates.approve("team", "pay-retries", expected_version=4)
     assert (approved.status, approved.decided_by, approved.decided_version) == (
         "approved", "vera", 4)
     assert approved.result is not None
     assert approved.position is not None
-    again = vera.approve_candidate("team", "pay-retries", expected_version=4)
+    again = vera.candidates.approve("team", "pay-retries", expected_version=4)
     assert again.result == approved.result
     assert again.position is not None
     assert again.position <= approved.position
     with pytest.raises(domain.CandidateTerminalError):
-        carl.revise_candidate("team", "pay-retries", expected_version=4, reason="too late")
-    experience = team.admin.get_revision("team", family="experience",
-                                         artifact_id=approved.result.artifact_id, revision=1)
+        carl.candidates.revise("team", "pay-retries", expected_version=4, reason="too late")
+    experience = team.admin.artifacts.get_revision(
+        "team", family="experience", artifact_id=approved.result.artifact_id, revision=1)
     assert experience.provenance["approver"] == "vera"
     assert experience.provenance["proposer"] == "carl"
 
     # A pending and a rejected Candidate never reach knowledge; the approved one does.
-    carl.propose_candidate("team", candidate_id="pending-one", family="experience",
-                           proposal={**EXPERIENCE, "lesson": "pendingword idempotency"},
-                           reason="r", sources=[TASK])
-    carl.propose_candidate("team", candidate_id="rejected-one", family="experience",
-                           proposal={**EXPERIENCE, "lesson": "rejectedword idempotency"},
-                           reason="r", sources=[TASK])
-    rejected = vera.reject_candidate("team", "rejected-one", expected_version=1,
-                                     reason="not general")
+    carl.candidates.propose("team", candidate_id="pending-one", family="experience",
+                            proposal={**EXPERIENCE, "lesson": "pendingword idempotency"},
+                            reason="r", sources=[TASK])
+    carl.candidates.propose("team", candidate_id="rejected-one", family="experience",
+                            proposal={**EXPERIENCE, "lesson": "rejectedword idempotency"},
+                            reason="r", sources=[TASK])
+    rejected = vera.candidates.reject("team", "rejected-one", expected_version=1,
+                                      reason="not general")
     assert (rejected.status, rejected.decision_reason) == ("rejected", "not general")
-    found = team.rita.search_knowledge("team", "idempotency", after=rejected.position)
+    found = team.rita.knowledge.search("team", "idempotency", after=rejected.position)
     assert [i.ref for i in found.items] == [approved.result]
     assert found.items[0].candidate_id == "pay-retries"
     assert found.items[0].lineage.memory_citations == []  # cleared at version 4
     for word in ("pendingword", "rejectedword"):
-        assert team.rita.search_knowledge("team", word).items == []
-    assert [i.ref for i in team.rita.search_knowledge("team").items] == [approved.result]
-    inbox = vera.list_candidates("team", status="all", after=rejected.position)
+        assert team.rita.knowledge.search("team", word).items == []
+    assert [i.ref for i in team.rita.knowledge.search("team").items] == [approved.result]
+    inbox = vera.candidates.list("team", status="all", after=rejected.position)
     assert {i.candidate_id: i.status for i in inbox.candidates} == {
         "pay-retries": "approved", "pending-one": "pending", "rejected-one": "rejected"}
-    assert [i.candidate_id for i in vera.list_candidates("team").candidates] == ["pending-one"]
+    assert [i.candidate_id for i in vera.candidates.list("team").candidates] == ["pending-one"]
 
     # Derive a Skill from the approved Experience, approve it, download its package.
-    skill = carl.propose_candidate("team", candidate_id="pay-skill", family="skill",
-                                   proposal=SKILL, reason="generalises the lesson",
-                                   artifacts=[approved.result])
-    done = vera.approve_candidate("team", "pay-skill", expected_version=skill.version)
+    skill = carl.candidates.propose("team", candidate_id="pay-skill", family="skill",
+                                    proposal=SKILL, reason="generalises the lesson",
+                                    artifacts=[approved.result])
+    done = vera.candidates.approve("team", "pay-skill", expected_version=skill.version)
     assert done.result is not None
     assert done.result.family == "skill"
-    package = team.rita.skill_package("team", artifact_id=done.result.artifact_id,
-                                      revision=done.result.revision)
+    package = team.rita.knowledge.skill_package("team", artifact_id=done.result.artifact_id,
+                                                revision=done.result.revision)
     assert package.digest == "sha256:" + hashlib.sha256(
         package.skill_md.encode("utf-8")).hexdigest()
     assert "name: idempotent-retries" in package.skill_md
@@ -196,27 +197,27 @@ def test_the_review_flow_from_proposal_to_a_skill_package(team: Team) -> None:
     assert download.headers["digest"] == "sha-256=" + base64.b64encode(
         hashlib.sha256(download.content).digest()).decode()
     assert download.text == package.skill_md
-    file = team.rita.download_skill_md("team", artifact_id=done.result.artifact_id,
-                                       revision=done.result.revision)
+    file = team.rita.knowledge.download_skill_md("team", artifact_id=done.result.artifact_id,
+                                                 revision=done.result.revision)
     assert (file.text, file.digest) == (package.skill_md, package.digest)
-    skills = team.rita.search_knowledge("team", "retry", family="skill", after=done.position)
+    skills = team.rita.knowledge.search("team", "retry", family="skill", after=done.position)
     assert [(i.ref, i.package_digest) for i in skills.items] == [(done.result, package.digest)]
 
 
 def test_knowledge_hides_what_the_caller_may_not_read(team: Team) -> None:
-    made = team.carl.propose_candidate("team", candidate_id="c", family="experience",
-                                       proposal=EXPERIENCE, reason="r", sources=[TASK])
-    approved = team.vera.approve_candidate("team", "c", expected_version=made.version)
+    made = team.carl.candidates.propose("team", candidate_id="c", family="experience",
+                                        proposal=EXPERIENCE, reason="r", sources=[TASK])
+    approved = team.vera.candidates.approve("team", "c", expected_version=made.version)
     assert approved.result is not None
     result = approved.result
-    team.admin.revoke_read("team", principal="rita",
-                           resource=Resource.artifact(result.family, result.artifact_id))
-    assert team.vera.search_knowledge("team", "idempotency", after=approved.position).items
-    assert team.rita.search_knowledge("team", "idempotency").items == []
-    assert team.rita.search_knowledge("team").items == []
+    team.admin.access.revoke_read("team", principal="rita",
+                                  resource=Resource.artifact(result.family, result.artifact_id))
+    assert team.vera.knowledge.search("team", "idempotency", after=approved.position).items
+    assert team.rita.knowledge.search("team", "idempotency").items == []
+    assert team.rita.knowledge.search("team").items == []
     # A Source the reader may not read makes the evidence view say so, with its code.
-    team.admin.revoke_read("team", principal="rita", resource=Resource.source(**TASK))
-    view = team.rita.candidate_evidence("team", "c")
+    team.admin.access.revoke_read("team", principal="rita", resource=Resource.source(**TASK))
+    view = team.rita.candidates.evidence("team", "c")
     assert (view.status, view.evidence) == ("unavailable", None)
     assert view.error is not None
     assert view.error.code == "access_revoked"
@@ -254,14 +255,14 @@ def test_bad_review_requests_have_stable_codes_and_change_nothing(
         team: Team, route: str, body: dict[str, Any], status: int, code: str) -> None:
     if "memory_citations" in body and body["memory_citations"] == ["citation"]:
         body = {**body, "memory_citations": [team.citation]}
-    team.carl.propose_candidate("team", candidate_id="open", family="experience",
-                                proposal=EXPERIENCE, reason="r", sources=[TASK])
+    team.carl.candidates.propose("team", candidate_id="open", family="experience",
+                                 proposal=EXPERIENCE, reason="r", sources=[TASK])
     before = team.position()
     response = team.vera.http.post(f"{S}/{route}", json=body)
     assert (response.status_code, response.json()["error"]["code"]) == (status, code), (
         response.text)
     assert team.position() == before
-    assert team.vera.get_candidate("team", "open").version == 1
+    assert team.vera.candidates.get("team", "open").version == 1
 
 
 @pytest.mark.parametrize(("path", "code"), [
@@ -282,25 +283,25 @@ def test_bad_read_queries_are_refused(team: Team, path: str, code: str) -> None:
 
 
 def test_inbox_pages_by_candidate_id(team: Team) -> None:
-    positions = [team.carl.propose_candidate(
+    positions = [team.carl.candidates.propose(
         "team", candidate_id=f"c{i}", family="experience", proposal=EXPERIENCE, reason="r",
         sources=[TASK]).position for i in range(5)]
     last = max(p for p in positions if p is not None)
     seen: list[str] = []
     cursor = None
     while True:
-        page = team.rita.list_candidates("team", limit=2, cursor=cursor, after=last)
+        page = team.rita.candidates.list("team", limit=2, cursor=cursor, after=last)
         seen += [item.candidate_id for item in page.candidates]
         if page.next_cursor is None:
             break
         cursor = page.next_cursor
     assert seen == ["c0", "c1", "c2", "c3", "c4"]
-    assert team.rita.list_candidates("team", family="skill").candidates == []
+    assert team.rita.candidates.list("team", family="skill").candidates == []
 
 
 def test_packages_exist_only_for_skills(team: Team) -> None:
-    team.admin.create_artifact("team", family="experience", artifact_id="x",
-                               content=EXPERIENCE, lineage={"sources": [TASK]})
+    team.admin.artifacts.create("team", family="experience", artifact_id="x",
+                                content=EXPERIENCE, lineage={"sources": [TASK]})
     for path in ("artifacts/skill/x/revisions/1/package",
                  "artifacts/skill/x/revisions/1/package/SKILL.md"):
         response = team.rita.http.get(f"{S}/{path}")
@@ -317,7 +318,7 @@ def test_health_reports_every_read_model(team: Team) -> None:
 
 def test_refusals_are_typed_over_http(team: Team) -> None:
     with pytest.raises(domain.CandidateNotFoundError) as missing:
-        team.rita.get_candidate("team", "ghost")
+        team.rita.candidates.get("team", "ghost")
     assert isinstance(missing.value, ApiError)
     assert missing.value.status == 404
     with httpx.Client(base_url=team.api.base_url) as anonymous:

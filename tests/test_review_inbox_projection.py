@@ -1,6 +1,6 @@
 """The review inbox read model on SQLite (polling) and PostgreSQL (LISTEN/NOTIFY).
 
-Candidates are written to the real write model (``app.commit``) and followed by the real
+Candidates are written to the real event store (``app.store.commit``) and followed by the real
 runner: rows that follow every review transition (conflict flag set and cleared, versions,
 decisions), exact filters, keyset pages that never overlap or skip while candidates keep
 arriving, ``invalid_cursor`` and request bounds, exactly-once tracking, and a rebuilt view
@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError, Tracking
 
-from adapters.projection_runtime import RunningProjection, open_view, start_projection
 from adapters.settings import Settings
-from application.dreaming import Dreaming
+from adapters.store.projection_runtime import RunningProjection, open_view, start_projection
+from application.bootstrap import Dreaming
 from domain.artifact import Artifact
 from domain.candidate import PENDING, Candidate
 from domain.errors import InvalidCursorError, InvalidRequestError
+from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from projections.review_inbox import (
     REVIEW_INBOX,
@@ -115,7 +116,7 @@ def view(settings: Settings) -> Iterator[ReviewInboxView]:
 
 def test_rows_follow_every_review_transition(app: Dreaming, running: Running) -> None:
     candidate = propose("scope-a", "cand-1", target=TARGET, run_id="run-7")
-    position = app.commit(candidate)
+    position = app.store.commit(candidate)
     assert position is not None
     running.wait(position)
     first = running.view.get_candidate_summary("scope-a", "cand-1")
@@ -127,7 +128,7 @@ def test_rows_follow_every_review_transition(app: Dreaming, running: Running) ->
 
     def step(change: Callable[[], object], decided_by: str | None = None) -> CandidateSummary:
         change()
-        written = app.commit(candidate)
+        written = app.store.commit(candidate)
         assert written is not None
         running.wait(written)
         summary = running.view.get_candidate_summary("scope-a", "cand-1")
@@ -156,7 +157,7 @@ def test_rows_follow_every_review_transition(app: Dreaming, running: Running) ->
     rejected = propose("scope-a", "cand-2", "skill")
     rejected.record_conflict(1, "artifact_moved", {})
     rejected.reject(1, "not useful", "reviewer-1")
-    written = app.commit(rejected)
+    written = app.store.commit(rejected)
     assert written is not None
     running.wait(written)
     summary = running.view.get_candidate_summary("scope-a", "cand-2")
@@ -173,12 +174,12 @@ def test_rows_follow_every_review_transition(app: Dreaming, running: Running) ->
 
 def test_events_of_other_aggregates_still_advance_the_position(app: Dreaming,
                                                                running: Running) -> None:
-    written = app.create_scope("scope-x")
+    written = app.records.create_scope(LOCAL, "scope-x")
     assert written.position is not None
     running.wait(written.position)
     artifact = Artifact.create("scope-x", "experience", "exp-1", experience(), LINEAGE,
                                {"kind": "management", "principal": "alice"})
-    position = app.commit(artifact)
+    position = app.store.commit(artifact)
     running.wait(position)
     assert running.position() == position == running.head()
     assert running.view.count("scope-x", None) == 0
@@ -198,7 +199,7 @@ def test_filters_are_exact_and_scopes_are_isolated(app: Dreaming, running: Runni
             candidate.reject(1, "no", "reviewer-1")
         candidates[candidate.candidate_id] = candidate
     others = [propose("scope-t", "cand-00"), propose("scope-t", "cand-99", "skill")]
-    running.wait(app.commit(*candidates.values(), *others))
+    running.wait(app.store.commit(*candidates.values(), *others))
 
     def matching(status: str | None, family: str | None) -> list[str]:
         return sorted(c.candidate_id for c in candidates.values()
@@ -229,7 +230,7 @@ ORDERED_IDS = ["Cand-c", "cand-10", "cand-9", "cand-B", "cand-a", "cand-z", "can
 def test_pages_never_overlap_or_skip_while_candidates_arrive(app: Dreaming,
                                                              running: Running) -> None:
     originals = [propose("scope-p", candidate_id) for candidate_id in ORDERED_IDS[::-1]]
-    running.wait(app.commit(*originals, propose("scope-other", "cand-a")))
+    running.wait(app.store.commit(*originals, propose("scope-other", "cand-a")))
     assert ids(all_pages(running.view, "scope-p")) == ORDERED_IDS == sorted(ORDERED_IDS)
 
     pages: list[list[CandidateSummary]] = []
@@ -239,8 +240,8 @@ def test_pages_never_overlap_or_skip_while_candidates_arrive(app: Dreaming,
         pages.append(page)
         # Newcomers on both sides of the cursor: before it they never shift a later page;
         # after it they show up exactly once, in order.
-        running.wait(app.commit(propose("scope-p", f"A-{arrival}"),
-                                propose("scope-p", f"cand-zz-{arrival}")))
+        running.wait(app.store.commit(propose("scope-p", f"A-{arrival}"),
+                                      propose("scope-p", f"cand-zz-{arrival}")))
         if cursor is None:
             break
     seen = ids([row for page in pages for row in page])
@@ -261,7 +262,7 @@ def test_pages_never_overlap_or_skip_while_candidates_arrive(app: Dreaming,
 
 def test_a_full_last_page_has_no_next_cursor(app: Dreaming, running: Running) -> None:
     candidates = [propose("scope-f", f"cand-{i}") for i in range(4)]
-    running.wait(app.commit(*candidates))
+    running.wait(app.store.commit(*candidates))
     first, cursor = running.view.list_candidates("scope-f", limit=2)
     assert cursor == first[-1].cursor
     second, last = running.view.list_candidates("scope-f", cursor=cursor, limit=2)
@@ -365,15 +366,15 @@ def write_history(app: Dreaming, scopes: list[str], per_scope: int) -> None:
         for index in range(per_scope):
             family = "skill" if index % 3 == 0 else "experience"
             candidate = propose(scope_id, f"cand-{index}", family, run_id=f"run-{index}")
-            app.commit(candidate)
+            app.store.commit(candidate)
             if (index + scope_index) % 2:
                 candidate.record_conflict(1, "artifact_moved", {})
-                app.commit(candidate)
+                app.store.commit(candidate)
             if index % 4 == 1:
                 candidate.approve(1, ArtifactRef(family, f"a-{index}", 1), "approver-1")
             elif index % 4 == 2:
                 candidate.reject(1, "no", "reviewer-1")
-            app.commit(candidate)
+            app.store.commit(candidate)
 
 
 def snapshot(view: ReviewInboxView, scopes: list[str]) -> dict[str, list[CandidateSummary]]:
@@ -392,7 +393,7 @@ def test_a_rebuilt_view_equals_the_live_one(settings: Settings, app: Dreaming,
     assert any(row.conflict for rows in live.values() for row in rows)
 
     fresh = REVIEW_INBOX.renamed("review_inbox_rebuilt")
-    with rebuilt_view(fresh, settings, app.max_position()) as rebuilt:
+    with rebuilt_view(fresh, settings, app.store.max_position()) as rebuilt:
         assert snapshot(rebuilt, scopes) == live
         assert rebuilt.max_tracking_id(APP) == running.position()
 
@@ -407,8 +408,8 @@ def test_rebuilding_in_place_drops_rows_and_tracking_first(settings: Settings,
         bogus = propose("scope-1", "bogus")
         (proposed,) = bogus.collect_events()
         assert isinstance(proposed, Candidate.Proposed)
-        running.view.candidate_proposed(proposed, Tracking(APP, app.max_position() + 1000))
-    with rebuilt_view(REVIEW_INBOX, settings, app.max_position()) as view:
+        running.view.candidate_proposed(proposed, Tracking(APP, app.store.max_position() + 1000))
+    with rebuilt_view(REVIEW_INBOX, settings, app.store.max_position()) as view:
         assert snapshot(view, scopes) == live
         assert view.get_candidate_summary("scope-1", "bogus") is None
-        assert view.max_tracking_id(APP) == app.max_position()
+        assert view.max_tracking_id(APP) == app.store.max_position()

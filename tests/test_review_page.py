@@ -23,13 +23,13 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from adapters.client import DreamClient
+from adapters.client.dream_client import DreamClient
 from adapters.http.app import create_app
 from adapters.http.review_page import CONTENT_SECURITY_POLICY
 from adapters.http.server import running_server
-from adapters.persistence import open_dreaming
 from adapters.settings import Settings
-from application.access import Caller, acting_as
+from adapters.store.persistence import open_dreaming
+from domain.policy import Caller
 from tests.conftest import LiveApi
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -70,7 +70,7 @@ def page_api(settings: Settings) -> Iterator[LiveApi]:
     """Like the ``live_api`` fixture, with the review page switched on."""
     enforced = settings.model_copy(update={"access": "enforced", "review_page": True})
     dreaming = open_dreaming(enforced)
-    token = dreaming.bootstrap_admin()
+    token = dreaming.access.bootstrap_admin()
     assert token is not None
     with running_server(create_app(dreaming, enforced)) as base_url:
         yield LiveApi(base_url, token, dreaming)
@@ -87,10 +87,10 @@ class Team:
     citation: dict[str, Any]
 
     def position(self) -> int:
-        return self.api.dreaming.max_position()
+        return self.api.dreaming.store.max_position()
 
     def propose(self, candidate_id: str, **lineage: Any) -> int:
-        made = self.clients["carl"].propose_candidate(
+        made = self.clients["carl"].candidates.propose(
             "team", candidate_id=candidate_id, family="experience", proposal=EXPERIENCE,
             reason=f"seen in {candidate_id}", **lineage)
         assert made.position is not None
@@ -101,18 +101,18 @@ class Team:
 def team(page_api: LiveApi) -> Iterator[Team]:
     app = page_api.dreaming
     tokens = {}
-    with acting_as(Caller("admin", admin=True)):
-        app.create_scope("team")
-        for name, role in (("carl", "contributor"), ("vera", "reviewer")):
-            app.register_principal(name)
-            tokens[name] = app.issue_token(name).value
-            app.grant_role("team", name, role)
+    deployment_admin = Caller("admin", admin=True)
+    app.records.create_scope(deployment_admin, "team")
+    for name, role in (("carl", "contributor"), ("vera", "reviewer")):
+        app.access.register_principal(deployment_admin, name)
+        tokens[name] = app.access.issue_token(deployment_admin, name).value
+        app.records.grant_role(deployment_admin, "team", name, role)
     clients = {name: DreamClient(page_api.base_url, token) for name, token in tokens.items()}
     admin = DreamClient(page_api.base_url, page_api.admin_token)
-    admin.record_source("team", **TASK, text="the retry charged once")
-    admin.create_memory("team", memory_id="m")
-    entry = admin.add_entry("team", memory_id="m", entry_id="retries", kind="task_record",
-                            text="payments are retried with the same key", sources=[TASK])
+    admin.sources.record("team", **TASK, text="the retry charged once")
+    admin.memories.create("team", memory_id="m")
+    entry = admin.memories.add_entry("team", memory_id="m", entry_id="retries", kind="task_record",
+                                     text="payments are retried with the same key", sources=[TASK])
     yield Team(page_api, tokens, clients, entry.citation.model_dump())
     for client in (admin, *clients.values()):
         client.close()
@@ -236,7 +236,7 @@ def test_a_reviewer_approves_and_rejects_from_the_page(team: Team, browser: WebD
     team.propose("pay-retries", memory_citations=[team.citation])
     last = team.propose("too-narrow", sources=[TASK])
     vera, carl = team.clients["vera"], team.clients["carl"]
-    vera.list_candidates("team", after=last)  # the inbox read model has both
+    vera.candidates.list("team", after=last)  # the inbox read model has both
     page = ReviewPage(browser, team.api.base_url)
     page.open()
 
@@ -253,7 +253,7 @@ def test_a_reviewer_approves_and_rejects_from_the_page(team: Team, browser: WebD
 
     # The candidate, its lineage and its evidence as the reviewer may see it now.
     page.select("pay-retries", version=1)
-    evidence = vera.candidate_evidence("team", "pay-retries")
+    evidence = vera.candidates.evidence("team", "pay-retries")
     assert evidence.evidence is not None
     assert page.text("evidence-status") == "resolved"
     assert page.text("evidence-nodes") == str(len(evidence.evidence.nodes)) == "2"
@@ -272,7 +272,7 @@ def test_a_reviewer_approves_and_rejects_from_the_page(team: Team, browser: WebD
 
     # Revised meanwhile: approving the shown version is a conflict, shown with its code; the
     # page then shows the current version, which approves.
-    carl.revise_candidate("team", "pay-retries", expected_version=1, reason="clearer")
+    carl.candidates.revise("team", "pay-retries", expected_version=1, reason="clearer")
     page.by_id("approve").click()
     assert page.error()[0] == "candidate_conflict"
     page.until(lambda: page.text("detail-version") == "2" and page.text("detail-reason")
@@ -282,11 +282,11 @@ def test_a_reviewer_approves_and_rejects_from_the_page(team: Team, browser: WebD
     assert page.notice().startswith("approved pay-retries (version 2): experience/")
     page.wait_for_inbox(["too-narrow"])
     assert not page.visible("detail")
-    approved = vera.get_candidate("team", "pay-retries")
+    approved = vera.candidates.get("team", "pay-retries")
     assert (approved.status, approved.decided_by, approved.decided_version) == (
         "approved", "vera", 2)
     assert approved.result is not None
-    assert [i.candidate_id for i in vera.list_candidates("team").candidates] == ["too-narrow"]
+    assert [i.candidate_id for i in vera.candidates.list("team").candidates] == ["too-narrow"]
 
     # Reject needs a reason; an empty one is refused on the page and nothing is sent.
     page.select("too-narrow", version=1)
@@ -299,7 +299,7 @@ def test_a_reviewer_approves_and_rejects_from_the_page(team: Team, browser: WebD
     assert page.notice() == "rejected too-narrow (version 1)"
     page.until(lambda: page.visible("inbox-empty") and page.inbox() == [],
                "the inbox did not become empty")
-    rejected = vera.get_candidate("team", "too-narrow")
+    rejected = vera.candidates.get("team", "too-narrow")
     assert (rejected.status, rejected.decision_reason, rejected.decided_by) == (
         "rejected", "too narrow to reuse", "vera")
     assert page.csp_violations() == []
@@ -312,7 +312,7 @@ def test_a_reviewer_approves_and_rejects_from_the_page(team: Team, browser: WebD
 def test_a_contributor_sees_forbidden_and_nothing_changes(team: Team,
                                                           browser: WebDriver) -> None:
     last = team.propose("pay-retries", sources=[TASK])
-    team.clients["vera"].list_candidates("team", after=last)
+    team.clients["vera"].candidates.list("team", after=last)
     page = ReviewPage(browser, team.api.base_url)
     page.open()
     page.connect(team.tokens["carl"])
@@ -330,7 +330,7 @@ def test_a_contributor_sees_forbidden_and_nothing_changes(team: Team,
     page.until(lambda: page.text("error-code") == "forbidden" and page.visible("error"))
 
     assert team.position() == before
-    candidate = team.clients["vera"].get_candidate("team", "pay-retries")
+    candidate = team.clients["vera"].candidates.get("team", "pay-retries")
     assert (candidate.status, candidate.version, candidate.decided_by) == ("pending", 1, None)
     assert page.inbox() == ["pay-retries"]
     assert page.visible("detail")

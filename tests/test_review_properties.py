@@ -38,11 +38,13 @@ from hypothesis.stateful import (
 )
 
 from adapters.settings import Settings
-from application.dreaming import Dreaming
-from application.review import Revision, approved_artifact_id
+from application.bootstrap import Dreaming
+from application.review import Revision
 from domain.artifact import Artifact
 from domain.candidate import APPROVED, PENDING, REJECTED, Candidate
 from domain.errors import DomainError
+from domain.ids import approved_artifact_id
+from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 from tests.property_support import replay
 
@@ -107,17 +109,17 @@ class ReviewMachine(RuleBasedStateMachine):
     @initialize()
     def seed(self) -> None:
         app, s = self.app, self.s
-        self.first_position = app.max_position() + 1
-        app.create_scope(s)
-        app.record_source(s, "task", "t0", text="Replayed the write with key K.")
-        app.record_source(s, "task", "t1", text="Read the retry runbook.")
-        app.create_memory(s, "m", principal="svc")
+        self.first_position = app.store.max_position() + 1
+        app.records.create_scope(LOCAL, s)
+        app.records.record_source(LOCAL, s, "task", "t0", text="Replayed the write with key K.")
+        app.records.record_source(LOCAL, s, "task", "t1", text="Read the retry runbook.")
+        app.records.create_memory(LOCAL, s, "m", principal="svc")
         for entry in ENTRIES:
-            written = app.add_entry(s, "m", entry, "task_record", f"Keys matter ({entry})",
-                                    sources=[ROOT[entry]])
+            written = app.records.add_entry(LOCAL, s, "m", entry, "task_record",
+                                            f"Keys matter ({entry})", sources=[ROOT[entry]])
             self.citations[entry] = written.value.citation
-        app.create_artifact(s, "experience", TARGET, LESSON, principal="svc",
-                            lineage=Lineage(sources=(T0,)))
+        app.records.create_artifact(LOCAL, s, "experience", TARGET, LESSON, principal="svc",
+                                    lineage=Lineage(sources=(T0,)))
 
     def expected_version(self, model: Expected, choice: str) -> int:
         return {"current": model.version, "stale": model.version - 1,
@@ -146,7 +148,8 @@ class ReviewMachine(RuleBasedStateMachine):
         return model.target is not None and model.target.revision != self.target_head
 
     def stored(self, candidate_id: str) -> Candidate:
-        candidate: Candidate = self.app.repository.get(Candidate.create_id(self.s, candidate_id))
+        candidate: Candidate = self.app.store.repository.get(
+            Candidate.create_id(self.s, candidate_id))
         return candidate
 
     def decide(self, model: Expected, status: str) -> None:
@@ -168,8 +171,9 @@ class ReviewMachine(RuleBasedStateMachine):
             target = ArtifactRef("experience", TARGET, revision)
         lineage = self.lineage_with_roots((T1,) if with_source else (),
                                           (target,) if target else (), tuple(entries))
-        code, written = outcome(lambda: self.app.propose_candidate(
-            self.s, candidate_id, "experience", {**LESSON, "lesson": f"Lesson {candidate_id}"},
+        code, written = outcome(lambda: self.app.review.propose_candidate(
+            LOCAL, self.s, candidate_id, "experience",
+            {**LESSON, "lesson": f"Lesson {candidate_id}"},
             Lineage(sources=(T1,) if with_source else (), artifacts=(target,) if target else (),
                     memory_citations=lineage.memory_citations),
             "From the record.", target=target))
@@ -182,7 +186,7 @@ class ReviewMachine(RuleBasedStateMachine):
             assert written.value.candidate.current.lineage == lineage
             self.candidates[candidate_id] = Expected(target, lineage)
             return
-        assert not self.app.exists(Candidate.create_id(self.s, candidate_id))
+        assert not self.app.store.exists(Candidate.create_id(self.s, candidate_id))
 
     @precondition(lambda self: self.candidates)
     @rule(data=st.data(), choice=EXPECTED,
@@ -195,8 +199,8 @@ class ReviewMachine(RuleBasedStateMachine):
         change = Revision(reason=f"Revision at {expected}",
                           memory_citations=None if citations is None else
                           tuple(self.citations[e] for e in citations))
-        code, written = outcome(lambda: self.app.revise_candidate(self.s, candidate_id,
-                                                                  expected, change))
+        code, written = outcome(lambda: self.app.review.revise_candidate(
+            LOCAL, self.s, candidate_id, expected, change))
         entries = (self.cited_entries(model.lineage) if citations is None else citations)
         lineage = self.lineage_with_roots(model.lineage.sources, model.lineage.artifacts,
                                           tuple(entries))
@@ -221,9 +225,9 @@ class ReviewMachine(RuleBasedStateMachine):
         candidate_id = data.draw(st.sampled_from(sorted(self.candidates)))
         model = self.candidates[candidate_id]
         expected = self.expected_version(model, choice)
-        before = self.app.max_position()
-        code, written = outcome(lambda: self.app.approve_candidate(self.s, candidate_id,
-                                                                   expected))
+        before = self.app.store.max_position()
+        code, written = outcome(lambda: self.app.review.approve_candidate(
+            LOCAL, self.s, candidate_id, expected))
         if model.status == APPROVED:
             if expected == model.approved_version:
                 assert code == "ok", code
@@ -240,7 +244,7 @@ class ReviewMachine(RuleBasedStateMachine):
         elif self.target_moved(model):
             assert code == "artifact_conflict", code
             model.conflict = True
-            assert self.app.max_position() == before + 1  # only the Conflicted event
+            assert self.app.store.max_position() == before + 1  # only the Conflicted event
             return
         else:
             assert code == "ok", code
@@ -258,7 +262,7 @@ class ReviewMachine(RuleBasedStateMachine):
             model.reached_at_approval = self.reached_entries(model.lineage)
             self.decide(model, APPROVED)
             return
-        assert self.app.max_position() == before
+        assert self.app.store.max_position() == before
 
     @precondition(lambda self: self.candidates)
     @rule(data=st.data(), choice=EXPECTED, reason_kind=st.sampled_from(sorted(REASONS)))
@@ -267,9 +271,9 @@ class ReviewMachine(RuleBasedStateMachine):
         candidate_id = data.draw(st.sampled_from(sorted(self.candidates)))
         model = self.candidates[candidate_id]
         expected = self.expected_version(model, choice)
-        before = self.app.max_position()
-        code, written = outcome(lambda: self.app.reject_candidate(self.s, candidate_id,
-                                                                  expected, reason))
+        before = self.app.store.max_position()
+        code, written = outcome(lambda: self.app.review.reject_candidate(
+            LOCAL, self.s, candidate_id, expected, reason))
         if (model.status == REJECTED and expected == model.version
                 and reason == model.decision_reason):
             assert code == "ok", code
@@ -285,27 +289,27 @@ class ReviewMachine(RuleBasedStateMachine):
             model.decision_reason = reason
             self.decide(model, REJECTED)
             return
-        assert self.app.max_position() == before
+        assert self.app.store.max_position() == before
 
     @precondition(lambda self: any(self.active.values()))
     @rule(data=st.data())
     def retire(self, data: st.DataObject) -> None:
         entry = data.draw(st.sampled_from([e for e in ENTRIES if self.active[e]]))
-        self.app.deactivate_entry(self.s, "m", entry, reason="retired")
+        self.app.records.deactivate_entry(LOCAL, self.s, "m", entry, reason="retired")
         self.active[entry] = False
 
     @precondition(lambda self: not all(self.active.values()))
     @rule(data=st.data())
     def reactivate(self, data: st.DataObject) -> None:
         entry = data.draw(st.sampled_from([e for e in ENTRIES if not self.active[e]]))
-        self.app.reactivate_entry(self.s, "m", entry)
+        self.app.records.reactivate_entry(LOCAL, self.s, "m", entry)
         self.active[entry] = True
 
     @rule()
     def edit_target(self) -> None:
-        self.app.replace_artifact(self.s, "experience", TARGET,
-                                  {**LESSON, "lesson": f"Edit {self.target_head + 1}"},
-                                  principal="editor", expected_revision=self.target_head)
+        self.app.records.replace_artifact(LOCAL, self.s, "experience", TARGET,
+                                          {**LESSON, "lesson": f"Edit {self.target_head + 1}"},
+                                          principal="editor", expected_revision=self.target_head)
         self.target_head += 1
         self.target_reach[self.target_head] = set()
 
@@ -334,7 +338,8 @@ class ReviewMachine(RuleBasedStateMachine):
             assert model.approval_position is not None
             candidate = self.stored(candidate_id)
             approved = candidate.versions[model.approved_version - 1]
-            artifact = self.app.get_artifact(self.s, "experience", model.result.artifact_id)
+            artifact = self.app.records.get_artifact(LOCAL, self.s, "experience",
+                                                     model.result.artifact_id)
             revision = artifact.revision(model.result.revision)
             assert revision.lineage == approved.lineage
             assert revision.content == approved.proposal
@@ -350,23 +355,23 @@ class ReviewMachine(RuleBasedStateMachine):
     def memory_when_committed(self, position: int) -> Artifact:
         """The Memory as it was when the event at ``position`` was committed."""
         memory_id = Artifact.create_id(self.s, "memory", "m")
-        notifications = self.app.recorder.select_notifications(
+        notifications = self.app.store.recorder.select_notifications(
             start=self.first_position, limit=100_000, stop=position)
         version = max(n.originator_version for n in notifications
                       if n.originator_id == memory_id)
-        memory: Artifact = self.app.repository.get(memory_id, version=version)
+        memory: Artifact = self.app.store.repository.get(memory_id, version=version)
         return memory
 
     @invariant()
     def rejections_never_produce_artifacts(self) -> None:
-        target = self.app.get_artifact(self.s, "experience", TARGET)
+        target = self.app.records.get_artifact(LOCAL, self.s, "experience", TARGET)
         by_candidate = {r.provenance.get("candidate_id") for r in target.revisions}
         for candidate_id, model in self.candidates.items():
             if model.status == APPROVED:
                 continue
             assert candidate_id not in by_candidate
             result_id = approved_artifact_id(self.s, "experience", candidate_id)
-            assert not self.app.exists(Artifact.create_id(self.s, "experience", result_id))
+            assert not self.app.store.exists(Artifact.create_id(self.s, "experience", result_id))
 
     @invariant()
     def replay_equals_live_state(self) -> None:
@@ -376,9 +381,9 @@ class ReviewMachine(RuleBasedStateMachine):
                    for m in self.candidates.values()
                    if m.result is not None and m.result.artifact_id != TARGET)
         for aggregate_id in ids:
-            live = self.app.repository.get(aggregate_id)
-            assert replay(list(self.app.history(aggregate_id))) == live
-            assert self.replica.repository.get(aggregate_id) == live
+            live = self.app.store.repository.get(aggregate_id)
+            assert replay(list(self.app.store.history(aggregate_id))) == live
+            assert self.replica.store.repository.get(aggregate_id) == live
 
 
 def test_review_keeps_its_invariants_under_random_commands(

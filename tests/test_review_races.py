@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
-from adapters.persistence import open_dreaming
 from adapters.settings import Settings
-from application.dreaming import Dreaming
-from application.review import approved_artifact_id
+from adapters.store.persistence import open_dreaming
+from application.bootstrap import Dreaming
 from domain.artifact import Artifact
 from domain.candidate import Candidate
 from domain.errors import DomainError
+from domain.ids import approved_artifact_id
+from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 
 S = "s"
@@ -37,14 +38,17 @@ ROUNDS = 12
 
 def seed_rounds(app: Dreaming, rounds: int) -> None:
     """One entry and one pending Candidate citing it per round."""
-    app.create_scope(S)
-    app.record_source(S, "task", "t1", text="Replayed the write with key K; one charge.")
-    app.create_memory(S, "m", principal="svc")
+    app.records.create_scope(LOCAL, S)
+    app.records.record_source(LOCAL, S, "task", "t1",
+                              text="Replayed the write with key K; one charge.")
+    app.records.create_memory(LOCAL, S, "m", principal="svc")
     for n in range(rounds):
-        entry = app.add_entry(S, "m", f"e{n}", "task_record", f"Use key K, round {n}",
-                              sources=[TASK]).value
-        app.propose_candidate(S, f"c{n}", "experience", {**LESSON, "lesson": f"Keys {n}"},
-                              Lineage(memory_citations=(entry.citation,)), "From the record.")
+        entry = app.records.add_entry(LOCAL, S, "m", f"e{n}", "task_record",
+                                      f"Use key K, round {n}", sources=[TASK]).value
+        app.review.propose_candidate(LOCAL, S, f"c{n}", "experience",
+                                     {**LESSON, "lesson": f"Keys {n}"},
+                                     Lineage(memory_citations=(entry.citation,)),
+                                     "From the record.")
 
 
 def attempt(command: Callable[[], Any]) -> tuple[str, int | None]:
@@ -61,8 +65,8 @@ def check_round(app: Dreaming, n: int, approval: tuple[str, int | None],
     """The stored state of round ``n`` is one a serial order could produce."""
     assert retirement[0] == "ok", retirement  # retiring never conflicts with a reader
     assert retirement[1] is not None
-    candidate: Candidate = app.repository.get(Candidate.create_id(S, f"c{n}"))
-    memory = app.get_artifact(S, "memory", "m")
+    candidate: Candidate = app.store.repository.get(Candidate.create_id(S, f"c{n}"))
+    memory = app.records.get_artifact(LOCAL, S, "memory", "m")
     assert memory.manifest()[f"e{n}"].status == "inactive"
     result_id = approved_artifact_id(S, "experience", f"c{n}")
     if approval[0] == "ok":
@@ -71,22 +75,22 @@ def check_round(app: Dreaming, n: int, approval: tuple[str, int | None],
         assert approval[1] < retirement[1]
         assert candidate.status == "approved"
         assert candidate.result is not None
-        experience = app.get_artifact(S, "experience", result_id)
+        experience = app.records.get_artifact(LOCAL, S, "experience", result_id)
         [citation] = experience.revision(1).lineage.memory_citations
         assert citation == candidate.current.lineage.memory_citations[0]
         # The Memory revision current at the approval listed the entry active.
         approved_at = _memory_version_before(app, memory.id, approval[1])
-        as_approved = app.repository.get(memory.id, version=approved_at)
+        as_approved = app.store.repository.get(memory.id, version=approved_at)
         assert as_approved.manifest()[f"e{n}"].status == "active"
         return "approved"
     assert approval[0] == "memory_entry_inactive", approval
     assert (candidate.status, candidate.result) == ("pending", None)
-    assert not app.exists(Artifact.create_id(S, "experience", result_id))
+    assert not app.store.exists(Artifact.create_id(S, "experience", result_id))
     return "refused"
 
 
 def _memory_version_before(app: Dreaming, memory_id: Any, position: int) -> int:
-    notifications = app.recorder.select_notifications(start=1, limit=1_000_000, stop=position)
+    notifications = app.store.recorder.select_notifications(start=1, limit=1_000_000, stop=position)
     versions = [n.originator_version for n in notifications if n.originator_id == memory_id]
     return max(versions)
 
@@ -105,12 +109,12 @@ def test_approval_never_commits_over_a_retired_entry_threads(
     for n in range(ROUNDS):
         def approve(n: int = n) -> tuple[str, int | None]:
             barrier.wait()
-            return attempt(lambda: reviewer.approve_candidate(S, f"c{n}", 1))
+            return attempt(lambda: reviewer.review.approve_candidate(LOCAL, S, f"c{n}", 1))
 
         def retire(n: int = n) -> tuple[str, int | None]:
             barrier.wait()
             time.sleep(n % 4 * 0.005)  # vary the interleaving from round to round
-            return attempt(lambda: curator.deactivate_entry(S, "m", f"e{n}"))
+            return attempt(lambda: curator.records.deactivate_entry(LOCAL, S, "m", f"e{n}"))
 
         with ThreadPoolExecutor(2) as pool:
             approval, retirement = pool.submit(approve), pool.submit(retire)
@@ -125,7 +129,7 @@ def _approve_rounds(settings_json: str, barrier: Any, results: Any, rounds: int)
         for n in range(rounds):
             barrier.wait()
             results.put(("approve", n, attempt(
-                lambda n=n: app.approve_candidate(S, f"c{n}", 1))))
+                lambda n=n: app.review.approve_candidate(LOCAL, S, f"c{n}", 1))))
     finally:
         app.close()
 
@@ -136,7 +140,7 @@ def _retire_rounds(settings_json: str, barrier: Any, results: Any, rounds: int) 
         for n in range(rounds):
             barrier.wait()
             results.put(("retire", n, attempt(
-                lambda n=n: app.deactivate_entry(S, "m", f"e{n}"))))
+                lambda n=n: app.records.deactivate_entry(LOCAL, S, "m", f"e{n}"))))
     finally:
         app.close()
 
@@ -179,16 +183,16 @@ def test_a_retirement_between_validation_and_commit_is_caught(
     setup = open_app()
     seed_rounds(setup, 1)
     reviewer, curator = open_app(), open_app()
-    commit = reviewer.commit
+    commit = reviewer.store.commit
     interleaved: list[int | None] = []
 
-    def retire_then_commit(*changed: Any, read: Any = ()) -> int | None:
+    def retire_then_commit(*changed: Any, read: Any = (), acted_by: Any = None) -> int | None:
         if not interleaved:
-            interleaved.append(curator.deactivate_entry(S, "m", "e0").position)
-        return commit(*changed, read=read)
+            interleaved.append(curator.records.deactivate_entry(LOCAL, S, "m", "e0").position)
+        return commit(*changed, read=read, acted_by=acted_by)
 
-    reviewer.commit = retire_then_commit  # type: ignore[method-assign]
-    approval = attempt(lambda: reviewer.approve_candidate(S, "c0", 1))
+    reviewer.store.commit = retire_then_commit  # type: ignore[method-assign]
+    approval = attempt(lambda: reviewer.review.approve_candidate(LOCAL, S, "c0", 1))
     assert approval == ("memory_entry_inactive", None)
     check_round(open_app(), 0, approval, ("ok", interleaved[0]))
 
@@ -197,31 +201,36 @@ def test_a_target_revision_between_validation_and_commit_records_a_conflict(
     open_app: Callable[[], Dreaming],
 ) -> None:
     setup = open_app()
-    setup.create_scope(S)
-    setup.record_source(S, "task", "t1", text="Replayed the write with key K; one charge.")
-    setup.create_artifact(S, "experience", "x", LESSON, principal="svc",
-                          lineage=Lineage(sources=(TASK,)))
+    setup.records.create_scope(LOCAL, S)
+    setup.records.record_source(LOCAL, S, "task", "t1",
+                                text="Replayed the write with key K; one charge.")
+    setup.records.create_artifact(LOCAL, S, "experience", "x", LESSON, principal="svc",
+                                  lineage=Lineage(sources=(TASK,)))
     head = ArtifactRef("experience", "x", 1)
-    setup.propose_candidate(S, "c", "experience", {**LESSON, "lesson": "Reviewed"},
-                            Lineage(sources=(TASK,), artifacts=(head,)), "Refine.", target=head)
+    setup.review.propose_candidate(LOCAL, S, "c", "experience", {**LESSON, "lesson": "Reviewed"},
+                                   Lineage(sources=(TASK,), artifacts=(head,)), "Refine.",
+                                   target=head)
     reviewer, editor = open_app(), open_app()
-    commit = reviewer.commit
+    commit = reviewer.store.commit
     edited: list[int | None] = []
 
-    def edit_then_commit(*changed: Any, read: Any = ()) -> int | None:
+    def edit_then_commit(*changed: Any, read: Any = (), acted_by: Any = None) -> int | None:
         if not edited:
-            edited.append(editor.replace_artifact(S, "experience", "x", {**LESSON, "lesson": "E"},
-                                                  principal="bob", expected_revision=1).position)
-        return commit(*changed, read=read)
+            edited.append(editor.records.replace_artifact(LOCAL, S, "experience", "x",
+                                                          {**LESSON, "lesson": "E"},
+                                                          principal="bob",
+                                                          expected_revision=1).position)
+        return commit(*changed, read=read, acted_by=acted_by)
 
-    reviewer.commit = edit_then_commit  # type: ignore[method-assign]
-    assert attempt(lambda: reviewer.approve_candidate(S, "c", 1)) == ("artifact_conflict", None)
-    candidate: Candidate = open_app().repository.get(Candidate.create_id(S, "c"))
+    reviewer.store.commit = edit_then_commit  # type: ignore[method-assign]
+    approval = attempt(lambda: reviewer.review.approve_candidate(LOCAL, S, "c", 1))
+    assert approval == ("artifact_conflict", None)
+    candidate: Candidate = open_app().store.repository.get(Candidate.create_id(S, "c"))
     assert (candidate.status, candidate.candidate_version) == ("pending", 1)
     assert candidate.conflict is not None
     assert candidate.conflict["details"]["current"]["revision"] == 2
     # Only the editor's revision and the Conflicted event were written.
-    artifact = open_app().get_artifact(S, "experience", "x")
+    artifact = open_app().records.get_artifact(LOCAL, S, "experience", "x")
     assert artifact.head_revision == 2
     assert artifact.revision(2).provenance["principal"] == "bob"
 
@@ -233,37 +242,39 @@ def test_approval_and_a_target_revision_have_exactly_one_winner(
     open_app: Callable[[], Dreaming],
 ) -> None:
     setup = open_app()
-    setup.create_scope(S)
-    setup.record_source(S, "task", "t1", text="Replayed the write with key K; one charge.")
+    setup.records.create_scope(LOCAL, S)
+    setup.records.record_source(LOCAL, S, "task", "t1",
+                                text="Replayed the write with key K; one charge.")
     rounds = 10
     for n in range(rounds):
-        setup.create_artifact(S, "experience", f"x{n}", LESSON, principal="svc",
-                              lineage=Lineage(sources=(TASK,)))
+        setup.records.create_artifact(LOCAL, S, "experience", f"x{n}", LESSON, principal="svc",
+                                      lineage=Lineage(sources=(TASK,)))
         head = ArtifactRef("experience", f"x{n}", 1)
-        setup.propose_candidate(S, f"c{n}", "experience", {**LESSON, "lesson": "Reviewed"},
-                                Lineage(sources=(TASK,), artifacts=(head,)), "Refine.",
-                                target=head)
+        setup.review.propose_candidate(LOCAL, S, f"c{n}", "experience",
+                                       {**LESSON, "lesson": "Reviewed"},
+                                       Lineage(sources=(TASK,), artifacts=(head,)), "Refine.",
+                                       target=head)
     reviewer, editor = open_app(), open_app()
     barrier = threading.Barrier(2)
     winners = []
     for n in range(rounds):
         def approve(n: int = n) -> tuple[str, int | None]:
             barrier.wait()
-            return attempt(lambda: reviewer.approve_candidate(S, f"c{n}", 1))
+            return attempt(lambda: reviewer.review.approve_candidate(LOCAL, S, f"c{n}", 1))
 
         def edit(n: int = n) -> tuple[str, int | None]:
             barrier.wait()
             time.sleep(n % 4 * 0.005)  # vary the interleaving from round to round
-            return attempt(lambda: editor.replace_artifact(
-                S, "experience", f"x{n}", {**LESSON, "lesson": "Edited"}, principal="bob",
+            return attempt(lambda: editor.records.replace_artifact(
+                LOCAL, S, "experience", f"x{n}", {**LESSON, "lesson": "Edited"}, principal="bob",
                 expected_revision=1))
 
         with ThreadPoolExecutor(2) as pool:
             approval, revision = pool.submit(approve), pool.submit(edit)
             outcome = (approval.result()[0], revision.result()[0])
         checker = open_app()
-        artifact = checker.get_artifact(S, "experience", f"x{n}")
-        candidate: Candidate = checker.repository.get(Candidate.create_id(S, f"c{n}"))
+        artifact = checker.records.get_artifact(LOCAL, S, "experience", f"x{n}")
+        candidate: Candidate = checker.store.repository.get(Candidate.create_id(S, f"c{n}"))
         assert artifact.head_revision == 2
         if outcome == ("ok", "artifact_conflict"):
             assert artifact.revision(2).provenance["candidate_id"] == f"c{n}"
@@ -288,16 +299,18 @@ def test_two_reviewers_approving_one_version_share_one_result(
     open_app: Callable[[], Dreaming], replacement: bool,
 ) -> None:
     setup = open_app()
-    setup.create_scope(S)
-    setup.record_source(S, "task", "t1", text="Replayed the write with key K; one charge.")
-    setup.create_memory(S, "m", principal="svc")
-    entry = setup.add_entry(S, "m", "e1", "task_record", "Use key K", sources=[TASK]).value
+    setup.records.create_scope(LOCAL, S)
+    setup.records.record_source(LOCAL, S, "task", "t1",
+                                text="Replayed the write with key K; one charge.")
+    setup.records.create_memory(LOCAL, S, "m", principal="svc")
+    entry = setup.records.add_entry(LOCAL, S, "m", "e1", "task_record", "Use key K",
+                                    sources=[TASK]).value
     citation: MemoryCitation = entry.citation
     target = None
     artifacts: tuple[ArtifactRef, ...] = ()
     if replacement:
-        setup.create_artifact(S, "experience", "x", LESSON, principal="svc",
-                              lineage=Lineage(sources=(TASK,)))
+        setup.records.create_artifact(LOCAL, S, "experience", "x", LESSON, principal="svc",
+                                      lineage=Lineage(sources=(TASK,)))
         target = ArtifactRef("experience", "x", 1)
         artifacts = (target,)
     rounds = 6
@@ -306,18 +319,19 @@ def test_two_reviewers_approving_one_version_share_one_result(
 
     def approve(index: int, n: int) -> tuple[ArtifactRef | None, int | None]:
         barrier.wait()
-        written = reviewers[index].approve_candidate(S, f"c{n}", 1)
+        written = reviewers[index].review.approve_candidate(LOCAL, S, f"c{n}", 1)
         result = written.value.result
         return (None if result is None else result.head_ref), written.position
 
     for n in range(rounds):
         if replacement and n:
             # Each round refines the head the previous round approved.
-            target = setup.get_artifact(S, "experience", "x").head_ref
+            target = setup.records.get_artifact(LOCAL, S, "experience", "x").head_ref
             artifacts = (target,)
-        setup.propose_candidate(S, f"c{n}", "experience", {**LESSON, "lesson": f"Keys {n}"},
-                                Lineage(artifacts=artifacts, memory_citations=(citation,)),
-                                "From the record.", target=target)
+        setup.review.propose_candidate(LOCAL, S, f"c{n}", "experience",
+                                       {**LESSON, "lesson": f"Keys {n}"},
+                                       Lineage(artifacts=artifacts, memory_citations=(citation,)),
+                                       "From the record.", target=target)
         with ThreadPoolExecutor(len(reviewers)) as pool:
             answers = list(pool.map(approve, range(len(reviewers)), [n] * len(reviewers)))
         refs = {ref for ref, _ in answers}
@@ -327,12 +341,12 @@ def test_two_reviewers_approving_one_version_share_one_result(
         assert sum(position is not None for _, position in answers) == 1, answers
         checker = open_app()
         candidate_id = Candidate.create_id(S, f"c{n}")
-        approvals = [e for e in checker.history(candidate_id)
+        approvals = [e for e in checker.store.history(candidate_id)
                      if isinstance(e, Candidate.Approved)]
         assert len(approvals) == 1
         [ref] = refs
         assert ref is not None
-        artifact = checker.get_artifact(S, "experience", ref.artifact_id)
+        artifact = checker.records.get_artifact(LOCAL, S, "experience", ref.artifact_id)
         if replacement:
             assert ref == ArtifactRef("experience", "x", n + 2)
             assert artifact.head_revision == n + 2

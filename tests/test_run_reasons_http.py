@@ -6,9 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from adapters.client import DreamClient
+from adapters.client.dream_client import DreamClient
 from adapters.generators.factory import GeneratorRegistry
-from application.execution import DreamExecutor
 from domain.dream_run import failure_reason
 from tests.conftest import LiveApi
 from tests.dream_support import EXPERIENCE, ScriptedModel
@@ -18,11 +17,11 @@ SECRET_TEXT = "Replayed the write with key K; one charge."
 
 def test_a_failed_run_shows_a_human_reason_everywhere(live_api: LiveApi) -> None:
     with DreamClient(live_api.base_url, live_api.admin_token) as admin:
-        admin.create_scope("team")
-        admin.record_source("team", source_type="task", source_id="t", text=SECRET_TEXT)
-        admin.create_artifact("team", family="experience", artifact_id="x", content=EXPERIENCE,
-                              lineage={"sources": [{"source_type": "task", "source_id": "t"}]})
-        run = admin.request_dream("team", {
+        admin.scopes.create("team")
+        admin.sources.record("team", source_type="task", source_id="t", text=SECRET_TEXT)
+        admin.artifacts.create("team", family="experience", artifact_id="x", content=EXPERIENCE,
+                               lineage={"sources": [{"source_type": "task", "source_id": "t"}]})
+        run = admin.runs.request("team", {
             "operation": "refine_experience", "idempotency_key": "k",
             "artifacts": [{"family": "experience", "artifact_id": "x", "revision": 1}]})
         assert (run.status, run.reason) == ("queued", None)
@@ -31,16 +30,16 @@ def test_a_failed_run_shows_a_human_reason_everywhere(live_api: LiveApi) -> None
         model = ScriptedModel(plan_override={
             "outcome": "proposed", "reason": SECRET_TEXT, "intent": "refine",
             "proposal": EXPERIENCE, "evidence_ids": ["e_unknown"]})
-        executor = DreamExecutor(live_api.dreaming, GeneratorRegistry(model))
+        executor = live_api.dreaming.executor(GeneratorRegistry(model))
         attempt = executor.claim("team", run.run_id)
         assert attempt is not None
         executor.execute(attempt)
 
         expected = failure_reason("invalid_generation_output")
-        shown = admin.get_dream("team", run.run_id)
+        shown = admin.runs.get("team", run.run_id)
         assert (shown.status, shown.error, shown.reason) == (
             "failed", "invalid_generation_output", expected)
-        [listed] = admin.list_dreams("team").runs
+        [listed] = admin.runs.list("team").runs
         assert (listed.run_id, listed.error, listed.reason) == (
             run.run_id, "invalid_generation_output", expected)
         assert SECRET_TEXT not in expected

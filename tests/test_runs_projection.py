@@ -1,6 +1,6 @@
 """The runs read model on SQLite (polling) and PostgreSQL (LISTEN/NOTIFY).
 
-Runs are written to the real write model (``app.commit``) and followed by the real runner:
+Runs are written to the real event store (``app.store.commit``) and followed by the real runner:
 read-your-writes, keyset pages that never overlap or skip while runs keep arriving, filters,
 ``invalid_cursor`` and limit bounds, exactly-once tracking, a rebuilt view equal to the live
 one, resuming after a restart, poison events kept as dead letters, a store failure that is
@@ -20,21 +20,22 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError, Tracking
 
-from adapters.projection_runtime import (
+from adapters.settings import Settings
+from adapters.store.projection_runtime import (
     ProjectionStoppedError,
     ProjectionUnavailableError,
     RunningProjection,
     open_view,
     start_projection,
 )
-from adapters.settings import Settings
-from application.dreaming import Dreaming
+from application.bootstrap import Dreaming
 from domain.budget import effective_budget
+from domain.canonical import digest
 from domain.dream_run import DreamRun
 from domain.errors import InvalidCursorError, InvalidRequestError
-from domain.identity import digest
+from domain.policy import LOCAL
+from projections.paging import MAX_LIMIT
 from projections.runs import (
-    MAX_LIMIT,
     RUNS,
     NewRun,
     RunsProjection,
@@ -44,6 +45,7 @@ from projections.runs import (
     encode_cursor,
 )
 from tests.projection_support import rebuilt_view
+from tests.property_support import stored_manifest
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 APP = "Dreaming"
@@ -67,10 +69,10 @@ def start(run: DreamRun, at: datetime) -> int:
 
 def expected(run: DreamRun, position: int) -> RunSummary:
     """What the view must hold for a run: the aggregate's state, minus manifest and usage."""
-    candidate = run.candidate or {}
+    candidate = run.candidate.to_dict() if run.candidate else {}
     return RunSummary(
         scope_id=run.scope_id, run_id=run.run_id, operation=run.operation, status=run.status,
-        outcome=run.outcome, error=run.error, target=run.request.get("target"),
+        outcome=run.outcome, error=run.error, target=run.request.to_dict()["target"],
         candidate_id=candidate.get("candidate_id"), candidate_version=candidate.get("version"),
         accepted_at=run.accepted_at, started_at=run.started_at,
         completed_at=run.completed_at, attempt_count=run.attempt_count,
@@ -120,7 +122,7 @@ def view(settings: Settings) -> Iterator[RunsView]:
 def test_the_view_follows_every_transition_with_read_your_writes(app: Dreaming,
                                                                  running: Running) -> None:
     run = accept("scope-a", "run-1", T0, target=TARGET)
-    position = app.commit(run)
+    position = app.store.commit(run)
     assert position is not None
     running.wait(position)
     assert running.view.get_run_summary("scope-a", "run-1") == expected(run, position)
@@ -128,14 +130,14 @@ def test_the_view_follows_every_transition_with_read_your_writes(app: Dreaming,
     def step(change: Callable[[], object], *, changes_row: bool = True) -> None:
         nonlocal position
         change()
-        written = app.commit(run)
+        written = app.store.commit(run)
         assert written is not None
         running.wait(written)
         position = written if changes_row else position
         assert running.view.get_run_summary("scope-a", "run-1") == expected(run, position)
 
     step(lambda: start(run, T0 + timedelta(seconds=1)))
-    step(lambda: run.freeze_manifest(1, {"sources": []}, "sha256:m"), changes_row=False)
+    step(lambda: run.freeze_manifest(1, stored_manifest(), "sha256:m"), changes_row=False)
     step(lambda: run.count_model_call(1), changes_row=False)
     step(lambda: run.requeue(1, "provider_unavailable"))
     step(lambda: start(run, T0 + timedelta(seconds=5)))
@@ -150,7 +152,7 @@ def test_the_view_follows_every_transition_with_read_your_writes(app: Dreaming,
     failing = accept("scope-a", "run-2", T0 + timedelta(seconds=1), operation="derive_skill")
     start(failing, T0 + timedelta(seconds=2))
     failing.fail(1, "evidence_unavailable", T0 + timedelta(seconds=3))
-    written = app.commit(failing)
+    written = app.store.commit(failing)
     assert written is not None
     running.wait(written)
     assert running.view.get_run_summary("scope-a", "run-2") == expected(failing, written)
@@ -160,7 +162,7 @@ def test_the_view_follows_every_transition_with_read_your_writes(app: Dreaming,
 
 def test_events_of_other_aggregates_still_advance_the_position(app: Dreaming,
                                                                running: Running) -> None:
-    written = app.create_scope("scope-x")
+    written = app.records.create_scope(LOCAL, "scope-x")
     assert written.position is not None
     running.wait(written.position)
     assert running.position() == written.position == running.head()
@@ -171,10 +173,10 @@ def test_events_of_other_aggregates_still_advance_the_position(app: Dreaming,
 def test_a_write_whose_announcement_is_lost_is_still_picked_up(
         app: Dreaming, running: Running, monkeypatch: pytest.MonkeyPatch) -> None:
     """PostgreSQL: a NOTIFY can be lost (e.g. before the subscription's LISTEN); SQLite polls."""
-    if hasattr(app.recorder, "_notify_channel"):
-        monkeypatch.setattr(app.recorder, "_notify_channel", lambda cursor: None)
+    if hasattr(app.store.recorder, "_notify_channel"):
+        monkeypatch.setattr(app.store.recorder, "_notify_channel", lambda cursor: None)
     run = accept("scope-q", "run-1", T0)
-    running.wait(app.commit(run), timeout=5)
+    running.wait(app.store.commit(run), timeout=5)
     assert running.view.get_run_summary("scope-q", "run-1") is not None
 
 
@@ -189,7 +191,7 @@ def test_pages_are_newest_first_and_never_overlap_or_skip_while_runs_arrive(
     runs = [accept("scope-p", run_id, T0 + timedelta(seconds=index % 3))
             for index, run_id in enumerate(TIED_IDS)]
     runs += [accept("scope-p", f"later-{i}", T0 + timedelta(minutes=1)) for i in range(3)]
-    running.wait(app.commit(*runs, accept("scope-other", "run-a", T0)))
+    running.wait(app.store.commit(*runs, accept("scope-other", "run-a", T0)))
     order = newest_first(runs)
 
     pages: list[list[RunSummary]] = []
@@ -199,7 +201,7 @@ def test_pages_are_newest_first_and_never_overlap_or_skip_while_runs_arrive(
         pages.append(page)
         # A run admitted between two fetches sorts before the cursor: it never shifts a page.
         newcomer = accept("scope-p", f"new-{arrival}", T0 + timedelta(hours=1, seconds=arrival))
-        running.wait(app.commit(newcomer))
+        running.wait(app.store.commit(newcomer))
         if cursor is None:
             break
     assert [len(page) for page in pages] == [3, 3, 3, 2]
@@ -214,7 +216,7 @@ def test_pages_are_newest_first_and_never_overlap_or_skip_while_runs_arrive(
 
 def test_a_full_last_page_has_no_next_cursor(app: Dreaming, running: Running) -> None:
     runs = [accept("scope-f", f"run-{i}", T0 + timedelta(seconds=i)) for i in range(4)]
-    running.wait(app.commit(*runs))
+    running.wait(app.store.commit(*runs))
     first, cursor = running.view.list_runs("scope-f", limit=2)
     second, last = running.view.list_runs("scope-f", cursor=cursor, limit=2)
     assert keys(first + second) == newest_first(runs)
@@ -234,7 +236,7 @@ def test_filters_by_status_and_operation_are_exact(app: Dreaming, running: Runni
         if index % 4 == 3:
             run.fail(1, "budget_exceeded", T0 + timedelta(minutes=2))
         runs[run.run_id] = run
-    running.wait(app.commit(*runs.values()))
+    running.wait(app.store.commit(*runs.values()))
 
     def matching(**wanted: str) -> list[tuple[datetime, str]]:
         return newest_first([r for r in runs.values()
@@ -331,22 +333,22 @@ def test_reprocessing_an_event_is_refused_and_leaves_rows_unchanged(view: RunsVi
 def write_history(app: Dreaming, scopes: list[str], per_scope: int) -> list[DreamRun]:
     runs = []
     for scope_index, scope_id in enumerate(scopes):
-        app.create_scope(scope_id)
+        app.records.create_scope(LOCAL, scope_id)
         for index in range(per_scope):
             run = accept(scope_id, f"run-{index}", T0 + timedelta(seconds=index % 4),
                          operation="derive_skill" if index % 3 else "refine_experience",
                          target=TARGET if index % 2 else None)
-            app.commit(run)
+            app.store.commit(run)
             runs.append(run)
             if (index + scope_index) % 2:
                 attempt = start(run, T0 + timedelta(minutes=1))
-                app.commit(run)
+                app.store.commit(run)
                 if index % 4 == 1:
                     run.succeed(attempt, "no_change", "nothing new", None,
                                 T0 + timedelta(minutes=2))
                 elif index % 4 == 3:
                     run.requeue(attempt, "provider_unavailable")
-                app.commit(run)
+                app.store.commit(run)
     return runs
 
 
@@ -364,7 +366,7 @@ def test_a_rebuilt_view_equals_the_live_one(settings: Settings, app: Dreaming,
 
     # A fresh copy under another name, built while the live one keeps running.
     fresh = RUNS.renamed("runs_rebuilt")
-    with rebuilt_view(fresh, settings, app.max_position()) as rebuilt:
+    with rebuilt_view(fresh, settings, app.store.max_position()) as rebuilt:
         assert snapshot(rebuilt, scopes) == live
         assert rebuilt.count_runs() == len(runs)
         assert rebuilt.max_tracking_id(APP) == running.position()
@@ -379,24 +381,24 @@ def test_rebuilding_in_place_drops_rows_and_tracking_first(settings: Settings,
         live = snapshot(running.view, scopes)
         # Corrupt it: a row no event produced, at a position far beyond the store's head.
         bogus = NewRun(uuid.uuid4(), "scope-1", "bogus", "derive_skill", "mallory", None, T0)
-        running.view.run_accepted(bogus, Tracking(APP, app.max_position() + 1000))
-    with rebuilt_view(RUNS, settings, app.max_position()) as view:
+        running.view.run_accepted(bogus, Tracking(APP, app.store.max_position() + 1000))
+    with rebuilt_view(RUNS, settings, app.store.max_position()) as view:
         assert snapshot(view, scopes) == live
         assert view.count_runs() == len(runs)
-        assert view.max_tracking_id(APP) == app.max_position()
+        assert view.max_tracking_id(APP) == app.store.max_position()
 
 
 def test_the_runner_resumes_from_its_tracking_position_after_a_restart(
         settings: Settings, app: Dreaming) -> None:
     first = [accept("scope-r", f"run-{i}", T0 + timedelta(seconds=i)) for i in range(3)]
     with start_projection(RUNS, settings) as running:
-        running.wait(app.commit(*first))
+        running.wait(app.store.commit(*first))
         stopped_at = running.position()
 
     start(first[0], T0 + timedelta(minutes=1))
     second = [accept("scope-r", f"run-{i}", T0 + timedelta(seconds=i)) for i in range(3, 5)]
-    moved = app.commit(first[0])
-    head = app.commit(*second)
+    moved = app.store.commit(first[0])
+    head = app.store.commit(*second)
     assert moved is not None
     assert head is not None
     assert head > moved > stopped_at
@@ -426,11 +428,11 @@ def test_a_poison_event_becomes_a_dead_letter_and_the_view_moves_on(
         settings: Settings, app: Dreaming, running: Running,
         caplog: pytest.LogCaptureFixture) -> None:
     run = accept("scope-x", "run-1", T0)
-    running.wait(app.commit(run))
+    running.wait(app.store.commit(run))
     running.view.reset()  # the run's row vanishes behind the runner's back
     start(run, T0 + timedelta(seconds=1))
     with caplog.at_level(logging.ERROR, logger="projections.base"):
-        poisoned = app.commit(run)
+        poisoned = app.store.commit(run)
         running.wait(poisoned)
     [letter] = running.view.dead_letters()
     assert (letter.notification_id, letter.originator_id, letter.originator_version) == (
@@ -440,7 +442,7 @@ def test_a_poison_event_becomes_a_dead_letter_and_the_view_moves_on(
     assert "no row for run" in letter.error
     assert "is a dead letter" in caplog.text
     later = accept("scope-x", "run-2", T0)
-    running.wait(app.commit(later))  # the events after it are still applied
+    running.wait(app.store.commit(later))  # the events after it are still applied
     assert [row.run_id for row in all_pages(running.view, "scope-x")] == ["run-2"]
     assert running.status().healthy
     assert running.view.dead_letter_count() == 1
@@ -459,14 +461,14 @@ def test_a_store_failure_degrades_the_runner_which_heals_by_itself(
     run = accept("scope-x", "run-1", T0)
     running = start_projection(RUNS, settings)
     try:
-        running.wait(app.commit(run))
+        running.wait(app.store.commit(run))
         assert running.status().healthy
 
         # The table vanishes: the runner cannot apply the next event and says why.
         drop_the_table(running.view)
         start(run, T0 + timedelta(seconds=1))
-        with caplog.at_level(logging.WARNING, logger="adapters.projection_runtime"):
-            started = app.commit(run)
+        with caplog.at_level(logging.WARNING, logger="adapters.store.projection_runtime"):
+            started = app.store.commit(run)
             with pytest.raises(ProjectionUnavailableError) as caught:
                 running.wait(started, timeout=1.0)
         assert "cannot follow the store" in caplog.text
@@ -480,7 +482,7 @@ def test_a_store_failure_degrades_the_runner_which_heals_by_itself(
         # The store is repaired: the runner resumes from its tracking position, unasked.
         recreate_the_table(running.view)
         later = accept("scope-x", "run-2", T0)
-        running.wait(app.commit(later), timeout=10)
+        running.wait(app.store.commit(later), timeout=10)
         assert running.status().healthy
         assert [row.run_id for row in all_pages(running.view, "scope-x")] == ["run-2"]
         [letter] = running.view.dead_letters()  # run-1's row went with the table
@@ -493,10 +495,10 @@ def test_stopping_a_failing_runner_is_quiet_and_bounded(settings: Settings,
                                                        app: Dreaming) -> None:
     run = accept("scope-x", "run-1", T0)
     running = start_projection(RUNS, settings)
-    running.wait(app.commit(run))
+    running.wait(app.store.commit(run))
     drop_the_table(running.view)
     start(run, T0 + timedelta(seconds=1))
-    app.commit(run)
+    app.store.commit(run)
     deadline = time.monotonic() + 5
     while running.status().healthy and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -506,7 +508,7 @@ def test_stopping_a_failing_runner_is_quiet_and_bounded(settings: Settings,
     assert time.monotonic() - began < 5
     running.stop()  # idempotent
     with pytest.raises(ProjectionStoppedError):
-        running.wait(app.max_position())
+        running.wait(app.store.max_position())
 
 
 # -- scale ----------------------------------------------------------------------------------
@@ -553,7 +555,7 @@ def test_a_fresh_query_sees_what_was_just_committed(settings: Settings, app: Dre
     summary = running.fresh(running.view.get_run_summary)
     for index in range(20):
         run = accept("scope-f", f"run-{index}", T0)
-        app.commit(run)
+        app.store.commit(run)
         found = summary("scope-f", f"run-{index}")
         assert found is not None, index
         assert found.status == "queued"

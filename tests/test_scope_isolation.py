@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from application.access import Caller, acting_as
+from domain.policy import Caller
 from tests.conftest import LiveApi
 
 SCOPES = 300
@@ -17,11 +17,10 @@ ADMIN = Caller("admin", admin=True)
 def _owner_tokens(live_api: LiveApi) -> dict[str, str]:
     """Scope i is created by the deployment admin; principal owner-i contributes to it only."""
     tokens = {}
-    with acting_as(ADMIN):
-        for index in range(SCOPES):
-            scope, owner = f"scope-{index}", f"owner-{index}"
-            live_api.dreaming.register_principal(owner)
-            tokens[scope] = live_api.dreaming.issue_token(owner).value
+    for index in range(SCOPES):
+        scope, owner = f"scope-{index}", f"owner-{index}"
+        live_api.dreaming.access.register_principal(ADMIN, owner)
+        tokens[scope] = live_api.dreaming.access.issue_token(ADMIN, owner).value
     return tokens
 
 
@@ -69,9 +68,8 @@ def test_three_hundred_scopes_used_concurrently_never_leak(live_api: LiveApi) ->
     assert problems == []
 
     # Every scope holds exactly its own entry, with its own marker, and nothing else.
-    with acting_as(ADMIN):
-        for scope in scopes:
-            memory = live_api.dreaming.get_artifact(scope, "memory", "m")
-            entry = memory.current_entry("e")
-            assert entry.text == f"marker-of-{scope}"
-            assert list(memory.manifest()) == ["e"]
+    for scope in scopes:
+        memory = live_api.dreaming.records.get_artifact(ADMIN, scope, "memory", "m")
+        entry = memory.current_entry("e")
+        assert entry.text == f"marker-of-{scope}"
+        assert list(memory.manifest()) == ["e"]

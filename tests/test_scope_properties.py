@@ -24,7 +24,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from application.dreaming import Dreaming
+from application.bootstrap import Dreaming
 from domain.access import Resource
 from domain.errors import DomainError
 from domain.scope import FLAG_SETTINGS, PRINCIPAL_MAX, ROLES, SETTING_BOUNDS, Scope

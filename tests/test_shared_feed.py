@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from adapters.persistence import open_dreaming
-from adapters.projection_runtime import SharedFeed, start_projection, store_fetch
 from adapters.settings import Settings
-from application.dreaming import Dreaming
+from adapters.store.persistence import open_dreaming
+from adapters.store.projection_runtime import SharedFeed, start_projection, store_fetch
+from application.bootstrap import Dreaming
 from domain.budget import effective_budget
+from domain.canonical import digest
 from domain.dream_run import DreamRun
-from domain.identity import digest
 from projections.catalog import READ_MODELS
 from projections.runs import RUNS
 
@@ -28,9 +28,9 @@ REQUESTS = st.lists(st.tuples(st.integers(0, 45), st.integers(0, 45), st.integer
 def record_runs(app: Dreaming, count: int) -> None:
     for index in range(count):
         request = {"operation": "refine_experience", "target": None}
-        app.commit(DreamRun.accept("scope-f", f"run-{index}", "refine_experience", "alice",
-                                   f"idem-{index}", request, digest(request),
-                                   effective_budget(), "prompt-v1", T0))
+        app.store.commit(DreamRun.accept("scope-f", f"run-{index}", "refine_experience", "alice",
+                                         f"idem-{index}", request, digest(request),
+                                         effective_budget(), "prompt-v1", T0))
 
 
 def positions(decoded: list[tuple[object, object]]) -> list[int]:
@@ -43,9 +43,9 @@ def positions(decoded: list[tuple[object, object]]) -> list[int]:
 def test_the_feed_answers_exactly_what_the_store_does(settings: Settings, app: Dreaming,
                                                       requests: list[tuple[int, int, int]],
                                                       keep: int) -> None:
-    if app.max_position() == 0:
+    if app.store.max_position() == 0:
         record_runs(app, 40)
-    direct = store_fetch(app)
+    direct = store_fetch(app.store)
     with closing(SharedFeed(settings, keep=keep)) as feed:
         for after, stop, limit in requests:
             shared = feed(after, stop, limit)
@@ -61,7 +61,7 @@ def test_views_sharing_a_feed_each_apply_every_event(settings: Settings) -> None
         running = [start_projection(spec, settings, feed) for spec in READ_MODELS]
         try:
             record_runs(app, 60)  # more than the feed keeps: the later views read past it
-            head = app.max_position()
+            head = app.store.max_position()
             for projection in running:
                 projection.wait(head, timeout=30)
                 assert projection.status().healthy

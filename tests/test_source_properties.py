@@ -25,8 +25,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from application.dreaming import Dreaming
-from domain.identity import digest
+from application.bootstrap import Dreaming
+from domain.canonical import digest
 from domain.source import (
     ELIGIBILITIES,
     SOURCE_PAYLOAD_MAX_BYTES,

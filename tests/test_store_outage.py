@@ -30,16 +30,17 @@ import pytest
 
 from adapters.http.app import create_app
 from adapters.http.server import running_server
-from adapters.persistence import open_dreaming
-from adapters.postgres_server import (
+from adapters.settings import Settings
+from adapters.store.persistence import open_dreaming
+from adapters.workers.pool import WorkerPool, when_store_answers
+from application.execution import DreamExecutor
+from application.store import StoreUnavailableError
+from benchmarks.throwaway_postgres import (
     HOST,
     PostgresServer,
     stop_postgres_server,
 )
-from adapters.settings import Settings
-from adapters.workers import WorkerPool, when_store_answers
-from application.execution import DreamExecutor
-from application.write_model import StoreUnavailableError
+from domain.policy import LOCAL
 from tests.conftest import start_postgres_or_skip
 from tests.serve_support import (
     DreamServe,
@@ -345,8 +346,8 @@ def test_a_locked_sqlite_store_answers_503_store_unavailable(tmp_path: Path) -> 
                         sqlite_lock_timeout=1)
     dreaming = open_dreaming(settings)
     try:
-        dreaming.create_scope("s")
-        dreaming.record_source("s", "task", "t0", text="before the lock")
+        dreaming.records.create_scope(LOCAL, "s")
+        dreaming.records.record_source(LOCAL, "s", "task", "t0", text="before the lock")
         with running_server(create_app(dreaming, settings)) as base_url, \
                 httpx.Client(base_url=base_url, timeout=30) as client:
             holder = sqlite3.connect(settings.data_dir / "events.sqlite3", isolation_level=None)
@@ -378,7 +379,6 @@ class FlakyStore:
     """A stand-in executor whose store fails the first ``failures`` calls of each kind."""
 
     def __init__(self, failures: int) -> None:
-        self.app = SimpleNamespace(clock=lambda: datetime.now(tz=UTC))
         self.failures = {"inbox": failures, "execute": failures, "resume": failures}
         self.calls = {"inbox": 0, "execute": 0, "resume": 0, "claim": 0}
         self.offered = False
@@ -389,6 +389,10 @@ class FlakyStore:
         if self.failures[kind] > 0:
             self.failures[kind] -= 1
             raise StoreUnavailableError("couldn't get a connection after 2.00 sec")
+
+    @staticmethod
+    def clock() -> datetime:
+        return datetime.now(tz=UTC)
 
     def inbox(self, now: datetime, limit: int) -> list[Any]:
         self._maybe_fail("inbox")

@@ -22,13 +22,14 @@ import httpx
 import pytest
 
 import domain.errors as domain
-from adapters.cli import main
-from adapters.client import ApiError, DreamClient
+from adapters.cli.main import main
+from adapters.client.dream_client import DreamClient
+from adapters.client.errors import ApiError
 from adapters.http.app import create_app
 from adapters.http.server import running_server
-from adapters.persistence import open_dreaming
 from adapters.settings import Settings
-from domain.identity import scope_aggregate_id
+from adapters.store.persistence import open_dreaming
+from domain.ids import scope_aggregate_id
 from domain.principal import AccessToken
 from tests.conftest import LiveApi
 
@@ -50,10 +51,10 @@ def status_of(base_url: str, token: str, path: str = "/v1/scopes/team") -> httpx
 
 def test_an_administrator_issues_lists_and_revokes_tokens(live_api: LiveApi) -> None:
     admin = DreamClient(live_api.base_url, live_api.admin_token)
-    admin.create_scope("team")
+    admin.scopes.create("team")
 
     # Rita is new: issuing her a token registers her, and the secret is in this answer only.
-    issued = admin.issue_token(principal="rita", label="laptop", expires_in_seconds=3600)
+    issued = admin.tokens.issue(principal="rita", label="laptop", expires_in_seconds=3600)
     assert issued.token.startswith("dream_")
     assert (issued.principal, issued.label, issued.revoked, issued.expired) == (
         "rita", "laptop", False, False)
@@ -61,7 +62,7 @@ def test_an_administrator_issues_lists_and_revokes_tokens(live_api: LiveApi) -> 
     assert issued.expires_at is not None
     lifetime = issued.expires_at - issued.created_at
     assert timedelta(seconds=3590) < lifetime <= timedelta(seconds=3600)
-    admin.grant_role("team", principal="rita", role="reader")
+    admin.access.grant_role("team", principal="rita", role="reader")
     assert status_of(live_api.base_url, issued.token).status_code == 200
 
     # The list shows every token's public record and never a secret (nor its hash).
@@ -71,51 +72,51 @@ def test_an_administrator_issues_lists_and_revokes_tokens(live_api: LiveApi) -> 
     assert issued.token not in raw.text
     assert live_api.admin_token not in raw.text
     assert "hash" not in raw.text
-    listed = admin.list_tokens().tokens
+    listed = admin.tokens.list().tokens
     assert [(t.principal, t.label, t.expires_at is None) for t in listed] == [
         ("admin", "bootstrap", True), ("rita", "laptop", False)]
     assert listed[1].token_id == issued.token_id
-    assert [t.token_id for t in admin.list_tokens(principal="rita").tokens] == [
+    assert [t.token_id for t in admin.tokens.list(principal="rita").tokens] == [
         issued.token_id]
-    assert admin.list_tokens(principal="nobody").tokens == []
+    assert admin.tokens.list(principal="nobody").tokens == []
 
     # Only deployment administrators manage tokens.
     with DreamClient(live_api.base_url, issued.token) as rita:
-        for call in (rita.list_tokens, lambda: rita.revoke_token(issued.token_id),
-                     lambda: rita.issue_token(principal="rita")):
+        for call in (rita.tokens.list, lambda: rita.tokens.revoke(issued.token_id),
+                     lambda: rita.tokens.issue(principal="rita")):
             error = refused(call)
             assert (error.status, error.code) == (403, "forbidden")
 
     # Revoked: refused on the next request, and listed as revoked.
-    revoked = admin.revoke_token(issued.token_id)
+    revoked = admin.tokens.revoke(issued.token_id)
     assert revoked.revoked is True
     assert revoked.position is not None
     answer = status_of(live_api.base_url, issued.token)
     assert (answer.status_code, answer.json()["error"]["code"]) == (401, "unauthorized")
-    assert [t.revoked for t in admin.list_tokens(principal="rita").tokens] == [True]
+    assert [t.revoked for t in admin.tokens.list(principal="rita").tokens] == [True]
     # Revoking again changes nothing and names the token's last event.
-    head = live_api.dreaming.max_position()
-    again = admin.revoke_token(issued.token_id)
+    head = live_api.dreaming.store.max_position()
+    again = admin.tokens.revoke(issued.token_id)
     assert (again.revoked, again.position) == (True, revoked.position)
-    assert live_api.dreaming.max_position() == head
+    assert live_api.dreaming.store.max_position() == head
 
     # Ids that name no token: 404 token_not_found, whatever they look like (the scope's own
     # aggregate id included).
     scope_like = "tok_" + scope_aggregate_id("team").hex
     for token_id in (scope_like, "tok_" + "0" * 32, "tok_nothex", issued.token, "admin"):
-        error = refused(lambda token_id=token_id: admin.revoke_token(token_id))
+        error = refused(lambda token_id=token_id: admin.tokens.revoke(token_id))
         assert (error.status, error.code) == (404, "token_not_found")
-    assert isinstance(refused(lambda: admin.revoke_token(scope_like)),
+    assert isinstance(refused(lambda: admin.tokens.revoke(scope_like)),
                       domain.TokenNotFoundError)
-    assert live_api.dreaming.max_position() == head
+    assert live_api.dreaming.store.max_position() == head
     admin.close()
 
 
 def test_expired_tokens_are_refused_with_their_own_code(live_api: LiveApi) -> None:
     admin = DreamClient(live_api.base_url, live_api.admin_token)
-    admin.create_scope("team")
-    brief = admin.issue_token(principal="temp", expires_in_seconds=1)
-    admin.grant_role("team", principal="temp", role="reader")
+    admin.scopes.create("team")
+    brief = admin.tokens.issue(principal="temp", expires_in_seconds=1)
+    admin.access.grant_role("team", principal="temp", role="reader")
     assert status_of(live_api.base_url, brief.token).status_code == 200
     assert brief.expires_at is not None
     time.sleep(max(0.0, (brief.expires_at - datetime.now(UTC)).total_seconds()) + 0.2)
@@ -124,15 +125,15 @@ def test_expired_tokens_are_refused_with_their_own_code(live_api: LiveApi) -> No
     assert answer.status_code == 401
     assert answer.json()["error"]["code"] == "token_expired"
     assert answer.headers["WWW-Authenticate"].startswith("Bearer")
-    assert [(t.expired, t.revoked) for t in admin.list_tokens(principal="temp").tokens] == [
+    assert [(t.expired, t.revoked) for t in admin.tokens.list(principal="temp").tokens] == [
         (True, False)]
 
     # An explicit instant works the same way; it must be in the future, zoned, and single.
     later = datetime.now(UTC) + timedelta(days=1)
-    dated = admin.issue_token(principal="temp", expires_at=later)
+    dated = admin.tokens.issue(principal="temp", expires_at=later)
     assert dated.expires_at == later
     assert status_of(live_api.base_url, dated.token).status_code == 200
-    head = live_api.dreaming.max_position()
+    head = live_api.dreaming.store.max_position()
     for body in ({"expires_in_seconds": 0}, {"expires_in_seconds": -5},
                  {"expires_in_seconds": 10**12},
                  {"expires_at": "2001-01-01T00:00:00Z"},
@@ -145,7 +146,7 @@ def test_expired_tokens_are_refused_with_their_own_code(live_api: LiveApi) -> No
     raw = httpx.post(live_api.base_url + "/v1/admin/tokens", headers=live_api.headers(),
                      json={"principal": "temp", "admin": True}, timeout=10)
     assert (raw.status_code, raw.json()["error"]["code"]) == (409, "principal_exists")
-    assert live_api.dreaming.max_position() == head
+    assert live_api.dreaming.store.max_position() == head
     admin.close()
 
 
@@ -250,14 +251,14 @@ def test_a_revocation_is_refused_by_every_process_on_its_next_request(
         second_app = open_dreaming(enforced)
         second = running_server(create_app(second_app, enforced), lifespan="off")
         with second as second_url, DreamClient(first_url, admin_token) as admin:
-            admin.create_scope("team")
-            rita = admin.issue_token(principal="rita", label="ci")
-            admin.grant_role("team", principal="rita", role="reader")
+            admin.scopes.create("team")
+            rita = admin.tokens.issue(principal="rita", label="ci")
+            admin.access.grant_role("team", principal="rita", role="reader")
             for url in (first_url, second_url):
                 assert status_of(url, rita.token).status_code == 200
 
             # Revoked through the first process: the second refuses her next request.
-            admin.revoke_token(rita.token_id)
+            admin.tokens.revoke(rita.token_id)
             for url in (second_url, first_url):
                 answer = status_of(url, rita.token)
                 assert (answer.status_code, answer.json()["error"]["code"]) == (

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from adapters.projection_runtime import start_projection
 from adapters.settings import Settings
-from application.dreaming import Dreaming
-from application.execution import CandidateId
+from adapters.store.projection_runtime import start_projection
+from application.bootstrap import Dreaming
 from domain.candidate import Candidate
 from domain.dream_request import DreamRequest
 from domain.errors import DomainError, WriteConflictError
+from domain.ids import dream_candidate_id
+from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from projections.runs import RUNS
 from tests.dream_support import EXPERIENCE
@@ -59,11 +60,12 @@ def wait_for(condition: object, timeout: float = 60) -> None:
 
 def test_a_killed_workers_run_is_recovered_by_another(settings: Settings, app: Dreaming,
                                                       server: FakeOpenAI, tmp_path: Path) -> None:
-    app.create_scope("s")
-    app.record_source("s", "task", "t", text="Pinned the image by digest; rollout succeeded.")
-    app.create_artifact("s", "experience", "x", EXPERIENCE, principal="svc",
-                        lineage=Lineage(sources=(SourceRef("task", "t"),)))
-    run_id = app.request_dream("s", DreamRequest.create(
+    app.records.create_scope(LOCAL, "s")
+    app.records.record_source(LOCAL, "s", "task", "t",
+                              text="Pinned the image by digest; rollout succeeded.")
+    app.records.create_artifact(LOCAL, "s", "experience", "x", EXPERIENCE, principal="svc",
+                                lineage=Lineage(sources=(SourceRef("task", "t"),)))
+    run_id = app.runs.request_dream(LOCAL, "s", DreamRequest.create(
         "refine_experience", "k", artifacts=[ArtifactRef("experience", "x", 1)])).value.run.run_id
 
     # The first model call never answers; every later one answers at once.
@@ -79,7 +81,7 @@ def test_a_killed_workers_run_is_recovered_by_another(settings: Settings, app: D
     with start_projection(RUNS, settings):  # the read models a `dream serve` would host
         doomed = worker_process(settings, server.base_url, tmp_path / "a.log")
         assert first_call.wait(60), (tmp_path / "a.log").read_text()
-        during = app.existing_run("s", run_id)
+        during = app.runs.existing_run("s", run_id)
         assert during is not None
         assert (during.status, during.attempt_count, during.model_calls) == ("running", 1, 1)
         assert during.manifest is not None
@@ -88,27 +90,28 @@ def test_a_killed_workers_run_is_recovered_by_another(settings: Settings, app: D
 
         rescuer = worker_process(settings, server.base_url, tmp_path / "b.log")
         try:
-            wait_for(lambda: app.existing_run("s", run_id).terminal)  # type: ignore[union-attr]
+            wait_for(lambda: app.runs.existing_run(  # type: ignore[union-attr]
+                "s", run_id).terminal)
         finally:
             rescuer.terminate()
             rescuer.wait(10)
 
-    done = app.existing_run("s", run_id)
+    done = app.runs.existing_run("s", run_id)
     assert done is not None, (tmp_path / "b.log").read_text()
     assert (done.status, done.outcome) == ("succeeded", "proposed"), done.error
     assert (done.attempt_count, done.model_calls) == (2, 2)
     assert (done.started_at, done.manifest) == (during.started_at, during.manifest)
     assert len(server.received) == 2
-    candidate_id = Candidate.create_id("s", CandidateId.of(run_id))
-    assert app.exists(candidate_id)
+    candidate_id = Candidate.create_id("s", dream_candidate_id(run_id))
+    assert app.store.exists(candidate_id)
 
     # The killed worker's late write is refused: its copy of the run is stale in the store...
-    stale = app.repository.get(during.id, version=during.version)
+    stale = app.store.repository.get(during.id, version=during.version)
     stale.fail(1, "generation_failed", app.clock())  # still current in that worker's view
     with pytest.raises(WriteConflictError):
-        app.commit(stale)
+        app.store.commit(stale)
     # ...and the recovered run itself no longer accepts anything from attempt 1.
     with pytest.raises(DomainError) as refused:
         done.fail(1, "generation_failed", app.clock())
     assert refused.value.code in ("attempt_conflict", "run_terminal")
-    assert app.existing_run("s", run_id) == done
+    assert app.runs.existing_run("s", run_id) == done

@@ -10,14 +10,16 @@ from dataclasses import dataclass, field
 import pytest
 
 from adapters.generators.factory import GeneratorRegistry
-from adapters.projection_runtime import start_projection
 from adapters.settings import Settings
-from adapters.workers import WorkerPool
-from application.dreaming import Dreaming
-from application.execution import CandidateId, DreamExecutor
+from adapters.store.projection_runtime import start_projection
+from adapters.workers.pool import WorkerPool
+from application.bootstrap import Dreaming
+from application.execution import DreamExecutor
 from application.generation import GenerationInput, GenerationResult
 from domain.candidate import Candidate
 from domain.dream_request import DreamRequest
+from domain.ids import dream_candidate_id
+from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from projections.runs import RUNS
 from tests.dream_support import EXPERIENCE, ScriptedModel
@@ -53,17 +55,18 @@ class CountingModel(ScriptedModel):
 
 
 def seed_scope(app: Dreaming, scope_id: str, experiences: int = 1) -> None:
-    app.create_scope(scope_id, {"dream_max_pending_per_scope": 1000})
-    app.record_source(scope_id, "task", "t", text=f"work done in {scope_id}")
+    app.records.create_scope(LOCAL, scope_id, {"dream_max_pending_per_scope": 1000})
+    app.records.record_source(LOCAL, scope_id, "task", "t", text=f"work done in {scope_id}")
     for index in range(experiences):
-        app.create_artifact(scope_id, "experience", f"x{index}", EXPERIENCE, principal="svc",
-                            lineage=Lineage(sources=(SourceRef("task", "t"),)))
+        app.records.create_artifact(LOCAL, scope_id, "experience", f"x{index}", EXPERIENCE,
+                                    principal="svc",
+                                    lineage=Lineage(sources=(SourceRef("task", "t"),)))
 
 
 def admit(app: Dreaming, scope_id: str, key: str, experience: str = "x0") -> str:
     request = DreamRequest.create("refine_experience", key,
                                   artifacts=[ArtifactRef("experience", experience, 1)])
-    return app.request_dream(scope_id, request).value.run.run_id
+    return app.runs.request_dream(LOCAL, scope_id, request).value.run.run_id
 
 
 @pytest.fixture
@@ -73,7 +76,7 @@ def running(settings: Settings, app: Dreaming) -> Iterator[tuple[Dreaming, objec
 
 
 def pool_for(app: Dreaming, runs: object, model: ScriptedModel, capacity: int) -> WorkerPool:
-    executor = DreamExecutor(app, GeneratorRegistry(model))
+    executor = DreamExecutor(app.runs, GeneratorRegistry(model))
     return WorkerPool(executor, runs.view.claimable,  # type: ignore[attr-defined]
                       max_concurrent_generations=capacity, poll_seconds=0.02)
 
@@ -81,7 +84,7 @@ def pool_for(app: Dreaming, runs: object, model: ScriptedModel, capacity: int) -
 def wait_until_done(app: Dreaming, runs: dict[str, list[str]], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if all(app.existing_run(scope, run_id).terminal  # type: ignore[union-attr]
+        if all(app.runs.existing_run(scope, run_id).terminal  # type: ignore[union-attr]
                for scope, ids in runs.items() for run_id in ids):
             return
         time.sleep(0.05)
@@ -107,7 +110,7 @@ def test_a_flooding_scope_cannot_starve_the_others(running: tuple[Dreaming, obje
     # Never more than the cap at once, never two runs of one scope and operation at once.
     assert model.peak <= 3
     assert model.peak_per_scope_operation == 1
-    assert all(app.existing_run(s, r).status == "succeeded"  # type: ignore[union-attr]
+    assert all(app.runs.existing_run(s, r).status == "succeeded"  # type: ignore[union-attr]
                for s, ids in admitted.items() for r in ids)
 
 
@@ -126,11 +129,11 @@ def test_concurrent_runs_never_mix_their_evidence(running: tuple[Dreaming, objec
         wait_until_done(app, admitted)
     for scope, run_ids in admitted.items():
         for run_id in run_ids:
-            run = app.existing_run(scope, run_id)
+            run = app.runs.existing_run(scope, run_id)
             assert run is not None
             assert run.status == "succeeded", (run.error, run.run_id)
-            candidate: Candidate = app.repository.get(
-                Candidate.create_id(scope, CandidateId.of(run_id)))
+            candidate: Candidate = app.store.repository.get(
+                Candidate.create_id(scope, dream_candidate_id(run_id)))
             # Each Candidate carries its own run's ids and cites its own scope's Source only.
             assert (candidate.run_id, candidate.scope_id) == (run_id, scope)
             assert candidate.current.lineage.sources == (SourceRef("task", "t"),)

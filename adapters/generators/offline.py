@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from application.generation import GenerationInput, GenerationResult, GenerationUsage
+from domain.canonical import canonical_json
 from domain.content import (
     EXPERIENCE_FIELD_MAX_CHARS,
     SKILL_DESCRIPTION_MAX,
@@ -32,8 +33,7 @@ from domain.content import (
 from domain.dream_plan import CREATE, DERIVE, MAX_PLAN_EVIDENCE_IDS, REFINE
 from domain.dream_request import DERIVE_SKILL
 from domain.dream_run import NEEDS_EVIDENCE, NO_CHANGE, PROPOSED
-from domain.evidence import EXPERIENCE_NODE, MEMORY_NODE, SOURCE_NODE, ProjectedItem
-from domain.identity import canonical_json
+from domain.evidence.manifest import EXPERIENCE_NODE, MEMORY_NODE, SOURCE_NODE, ProjectedItem
 
 OFFLINE_CONFIG_ID = "offline:artifact-dreaming.offline.v1"
 

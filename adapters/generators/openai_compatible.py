@@ -31,8 +31,8 @@ from application.generation import (
     GenerationUsage,
     TransientGenerationError,
 )
+from domain.canonical import canonical_json, sha256_hex
 from domain.dream_plan import plan_json_schema
-from domain.identity import canonical_json, sha256_hex
 
 INSTRUCTIONS_VERSION = "artifact-dreaming.dream-instructions.v1"
 TRANSIENT_STATUSES = frozenset({408, 429})

@@ -1,4 +1,4 @@
-"""The FastAPI application, wired to one write model and its read models."""
+"""The FastAPI application, wired to one deployment and its read models."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from adapters.http.limits import MAX_BODY_BYTES, BodyLimit
 from adapters.http.review_page import review_page_router
 from adapters.http.routes import ops, router
 from adapters.http.token_routes import tokens_router
-from adapters.projection_runtime import SharedFeed, start_projection
 from adapters.settings import Settings
-from adapters.workers import worker_pool
-from application.dreaming import Dreaming
+from adapters.store.projection_runtime import SharedFeed, start_projection
+from adapters.workers.pool import worker_pool
+from application.bootstrap import Dreaming
 from projections.catalog import READ_MODELS
 from projections.runs import RUNS
 

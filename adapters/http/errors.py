@@ -17,8 +17,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from adapters.projection_runtime import ProjectionStoppedError, ProjectionUnavailableError
-from application.write_model import OUTAGE_ERRORS
+from adapters.store.projection_runtime import ProjectionStoppedError, ProjectionUnavailableError
+from application.store import OUTAGE_ERRORS
 from domain.errors import DomainError
 
 log = logging.getLogger("dream.http")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from adapters.projection_runtime import RunningProjection
-from adapters.workers import WorkerPool
+from adapters.store.projection_runtime import RunningProjection
+from adapters.workers.pool import WorkerPool
 
 
 def _family(name: str, help_text: str, samples: Iterable[tuple[str, float]]) -> list[str]:

@@ -15,9 +15,9 @@ import uvicorn
 from fastapi import FastAPI
 
 from adapters.http.app import create_app
-from adapters.persistence import open_dreaming, private_dir
 from adapters.settings import Settings
-from application.dreaming import Dreaming
+from adapters.store.persistence import open_dreaming, private_dir
+from application.bootstrap import Dreaming
 
 STARTUP_TIMEOUT_SECONDS = 20.0
 ADMIN_TOKEN_FILE = "admin-token"
@@ -47,7 +47,7 @@ def write_admin_token(data_dir: Path, token: str) -> Path:
 def prepare(settings: Settings) -> tuple[Dreaming, str | None]:
     """Open the store; on the first enforced start create the admin token."""
     dreaming = open_dreaming(settings)
-    token = dreaming.bootstrap_admin() if dreaming.enforce_access else None
+    token = dreaming.access.bootstrap_admin() if dreaming.enforce_access else None
     return dreaming, token
 
 

@@ -10,17 +10,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Query
 from pydantic import BaseModel, Field
 
-from adapters.http.params import plain_parameters
-from adapters.http.routes import ERRORS, App, As
+from adapters.http.dependencies import App, As, shown, v1_router
 from adapters.http.schemas import IsoDateTime, Strict
-from application.access import acting_as
 from domain.principal import PRINCIPAL_MAX, AccessToken
 
-tokens_router = APIRouter(prefix="/v1/admin/tokens", tags=["tokens"], responses=ERRORS,
-                          dependencies=[Depends(plain_parameters)])
+tokens_router = v1_router("/admin/tokens", tags=["tokens"])
 
 
 class IssueToken(Strict):
@@ -75,18 +72,16 @@ class IssuedTokenView(TokenChange):
 def list_tokens(app: App, caller: As, principal: Annotated[str | None, Query(
         max_length=PRINCIPAL_MAX, description="Only this principal's tokens.")] = None,
                 ) -> TokenPage:
-    with acting_as(caller):
-        tokens = app.list_tokens(principal)
+    tokens = app.access.list_tokens(caller, principal)
     now = app.clock()
     return TokenPage(tokens=[TokenView.of(token, now) for token in tokens])
 
 
 @tokens_router.post("", status_code=201)
 def issue_token(body: IssueToken, app: App, caller: As) -> IssuedTokenView:
-    with acting_as(caller):
-        written = app.issue_token_for(body.principal, body.label, admin=body.admin,
-                                      expires_in_seconds=body.expires_in_seconds,
-                                      expires_at=body.expires_at)
+    written = app.access.issue_token_for(caller, body.principal, body.label, admin=body.admin,
+                                         expires_in_seconds=body.expires_in_seconds,
+                                         expires_at=body.expires_at)
     issued = written.value
     return IssuedTokenView.model_validate(
         TokenView.fields_of(issued.record, app.clock())
@@ -95,9 +90,6 @@ def issue_token(body: IssueToken, app: App, caller: As) -> IssuedTokenView:
 
 @tokens_router.delete("/{token_id}")
 def revoke_token(token_id: str, app: App, caller: As) -> TokenChange:
-    with acting_as(caller):
-        written = app.revoke_token_by_id(token_id, reason=f"revoked by {caller.name}")
-    token = written.value
-    position = written.position if written.position is not None else app.position_of(token)
-    return TokenChange.model_validate(TokenView.fields_of(token, app.clock())
-                                      | {"position": position})
+    written = app.access.revoke_token_by_id(caller, token_id, reason=f"revoked by {caller.name}")
+    return TokenChange.model_validate(TokenView.fields_of(written.value, app.clock())
+                                      | {"position": shown(app, written, written.value)})

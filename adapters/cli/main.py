@@ -1,0 +1,49 @@
+"""The ``dream`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import httpx
+
+from adapters.cli import (
+    admin_commands,
+    audit_commands,
+    review_commands,
+    run_commands,
+    service_commands,
+)
+from adapters.client.errors import ApiError
+from domain.errors import DomainError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dream", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    # The order here is the order `dream --help` lists the commands in.
+    for group in (service_commands, admin_commands, run_commands, review_commands,
+                  audit_commands):
+        group.add_commands(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except (DomainError, ApiError) as error:
+        _print_error(error.code, error.message, error.details)
+        return 1
+    except httpx.TransportError as error:
+        _print_error("connection_failed", f"could not reach the API: {error}", {})
+        return 1
+    return code
+
+
+def _print_error(code: str, message: str, details: dict[str, Any]) -> None:
+    """Errors go to stderr in the API's envelope, so scripts parse one shape everywhere."""
+    print(json.dumps({"error": {"code": code, "message": message, "details": details}},
+                     default=str), file=sys.stderr)

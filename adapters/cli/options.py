@@ -1,0 +1,48 @@
+"""What the ``dream`` commands share: store and API options, and what they select."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from adapters.client.dream_client import DreamClient
+from adapters.settings import Settings
+
+Commands = Any  # argparse's private _SubParsersAction
+AFTER_HELP = ("an event position the answer must include, e.g. a position `dream show` "
+              "printed; every list already includes what was recorded before it was asked")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The ``DREAM_*`` settings, with the store the command's options name instead."""
+    overrides: dict[str, Any] = {}
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = Path(args.data_dir)
+    if getattr(args, "database_url", None):
+        overrides["database_url"] = args.database_url
+    return Settings(**overrides)
+
+
+def client_from(args: argparse.Namespace) -> DreamClient:
+    """A client for the API at ``--url``, with ``--token``, ``DREAM_TOKEN`` or the admin-token
+    file of the data directory, whichever comes first."""
+    settings = settings_from(args)
+    token = args.token or settings.token
+    token_file = settings.data_dir / "admin-token"
+    if token is None and token_file.is_file():
+        token = token_file.read_text().strip()
+    return DreamClient(args.url or settings.url, token)
+
+
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scope", required=True)
+    parser.add_argument("--url", help="API base URL (DREAM_URL)")
+    parser.add_argument("--token", help="bearer token (DREAM_TOKEN)")
+    parser.add_argument("--data-dir", help="where admin-token is looked up (DREAM_DATA_DIR)")
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", help="embedded store directory (DREAM_DATA_DIR)")
+    parser.add_argument("--database-url", help="postgresql:// URL (DREAM_DATABASE_URL)")

@@ -1,0 +1,80 @@
+"""``dream run``, ``show`` and ``list``: Dream runs over the API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from adapters.cli.options import AFTER_HELP, Commands, add_client_options, client_from
+from adapters.http.schemas import DreamRunView
+from domain.dream_request import DreamOperation
+from domain.dream_run import RunStatus
+
+
+def _print_run(run: DreamRunView, as_json: bool) -> None:
+    if as_json:
+        print(run.model_dump_json(indent=2))
+        return
+    print(f"{run.run_id}  {run.operation}  {run.status}"
+          + (f"  outcome={run.outcome}" if run.outcome else "")
+          + (f"  error={run.error}" if run.error else ""))
+    if run.error and run.reason:
+        print(f"  reason: {run.reason}")
+    if run.candidate:
+        print(f"  candidate {run.candidate.candidate_id} v{run.candidate.version}")
+    if run.position is not None:
+        print(f"  position {run.position} (`dream list --after {run.position}` includes this)")
+
+
+def _dream_run(args: argparse.Namespace) -> int:
+    body = json.loads(Path(args.request_file).read_text() if args.request_file else args.request)
+    with client_from(args) as client:
+        run = client.runs.request(args.scope, body)
+    _print_run(run, args.json)
+    return 0
+
+
+def _dream_show(args: argparse.Namespace) -> int:
+    with client_from(args) as client:
+        _print_run(client.runs.get(args.scope, args.run_id), args.json)
+    return 0
+
+
+def _dream_list(args: argparse.Namespace) -> int:
+    with client_from(args) as client:
+        page = client.runs.list(args.scope, status=args.status, operation=args.operation,
+                                cursor=args.cursor, limit=args.limit, after=args.after)
+    if args.json:
+        print(page.model_dump_json(indent=2))
+        return 0
+    for run in page.runs:
+        print(f"{run.accepted_at.isoformat()}  {run.run_id}  {run.operation}  {run.status}"
+              + (f"  {run.outcome}" if run.outcome else "")
+              + (f"  {run.error}" if run.error else ""))
+    if page.next_cursor:
+        print(f"more: --cursor {page.next_cursor}")
+    return 0
+
+
+def add_commands(commands: Commands) -> None:
+    run = commands.add_parser("run", help="request a Dream run over the API")
+    add_client_options(run)
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--request-file", help="JSON request body (operation, refs, key)")
+    source.add_argument("--request", help="the JSON request body inline")
+    run.set_defaults(handler=_dream_run)
+
+    show = commands.add_parser("show", help="show one Dream run")
+    add_client_options(show)
+    show.add_argument("run_id")
+    show.set_defaults(handler=_dream_show)
+
+    listing = commands.add_parser("list", help="list Dream runs, newest first")
+    add_client_options(listing)
+    listing.add_argument("--status", choices=[status.value for status in RunStatus])
+    listing.add_argument("--operation", choices=[operation.value for operation in DreamOperation])
+    listing.add_argument("--cursor")
+    listing.add_argument("--limit", type=int)
+    listing.add_argument("--after", type=int, help=AFTER_HELP)
+    listing.set_defaults(handler=_dream_list)

@@ -1,0 +1,88 @@
+"""A typed Python client for the HTTP API: one sub-client per resource, one method per route,
+one exception per error code.
+
+Responses are the API's own response models (``adapters.http.schemas``). Every refusal raises
+an :class:`~adapters.client.errors.ApiError`; when the code belongs to a domain rule the
+exception is *also* an instance of that rule's :class:`domain.errors.DomainError` subclass, so
+``except ArtifactConflictError`` works the same in-process and over HTTP::
+
+    with DreamClient("http://127.0.0.1:8000", token) as dream:
+        dream.scopes.create("team")
+        try:
+            dream.artifacts.replace("team", family="experience", artifact_id="x",
+                                    content=content, expected_revision=1)
+        except ArtifactConflictError as error:
+            ...  # error.status == 409, error.details["current"]
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, ClassVar
+
+import httpx
+
+from adapters.client.connection import Connection
+from adapters.client.errors import error_from
+from adapters.client.knowledge import AuditClient, KnowledgeClient
+from adapters.client.records import ArtifactsClient, MemoriesClient, SourcesClient
+from adapters.client.review import CandidatesClient, RunsClient
+from adapters.client.scopes import AccessClient, ScopesClient, TokensClient
+from adapters.http.schemas import Health
+
+
+class DreamClient:
+    """A synchronous client for one API server; close it, or use it as a context manager.
+
+    Routes are grouped by resource: ``client.scopes``, ``client.access``, ``client.tokens``,
+    ``client.sources``, ``client.artifacts``, ``client.memories``, ``client.runs``,
+    ``client.candidates``, ``client.knowledge`` and ``client.audit``; all share one connection.
+    """
+
+    USER_AGENT: ClassVar[str] = "artifact-dreaming-client"
+
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 10.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        headers = {"User-Agent": self.USER_AGENT, "Accept": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers,
+                                 timeout=timeout, transport=transport)
+        self._api = api = Connection(self.http)
+        self.scopes = ScopesClient(api)
+        self.access = AccessClient(api)
+        self.tokens = TokensClient(api)
+        self.sources = SourcesClient(api)
+        self.artifacts = ArtifactsClient(api)
+        self.memories = MemoriesClient(api)
+        self.runs = RunsClient(api)
+        self.candidates = CandidatesClient(api)
+        self.knowledge = KnowledgeClient(api)
+        self.audit = AuditClient(api)
+
+    def __enter__(self) -> DreamClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, *, json: Any = None) -> Any:
+        """Send one request to ``path`` (already encoded); the decoded JSON body, or raise."""
+        return self._api.request(method, path, json=json)
+
+    # -- operations ------------------------------------------------------------------------
+
+    def health(self) -> Health:
+        """``/healthz``, also while degraded (it answers 503 then, with the same body)."""
+        response = self.http.request("GET", "/healthz")
+        if response.status_code not in (200, 503):
+            raise error_from(response)
+        return Health.model_validate(response.json())
+
+    def metrics(self) -> str:
+        """The Prometheus text exposition of ``/metrics``."""
+        return self._api.send("GET", "/metrics", accept="text/plain").text

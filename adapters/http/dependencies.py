@@ -1,0 +1,84 @@
+"""What every route module shares: the deployment, the caller, read-your-writes reads, the
+position a response shows, and the ``/v1`` error responses."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, TypeVar
+
+from eventsourcing.domain import Aggregate
+from fastapi import APIRouter, Depends, Query, Request, Response, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from adapters.http.params import plain_parameters
+from adapters.http.schemas import ErrorResponse
+from application.bootstrap import Dreaming
+from application.store import Written
+from domain.errors import InvalidRequestError, UnauthorizedError
+from domain.policy import LOCAL, Caller
+from projections.base import ProjectionSpec, ProjectionView
+
+TView = TypeVar("TView", bound=ProjectionView)
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": description}
+    for status, description in [(401, "No valid bearer token"),
+                                (403, "The caller lacks the permission"),
+                                (404, "Not found, or not visible to the caller"),
+                                (409, "Conflict with the current state"),
+                                (413, "Request body over 1 MiB"),
+                                (422, "Invalid request or a domain rule violated")]
+}
+bearer = HTTPBearer(auto_error=False, description="A token from `dream admin token create`.")
+VIEW_POSITION_HEADER = "X-Dream-View-Position"
+
+
+def v1_router(prefix: str = "", tags: list[str | Enum] | None = None) -> APIRouter:
+    """A router under ``/v1``: its error responses documented, its parameters checked."""
+    return APIRouter(prefix="/v1" + prefix, tags=tags, responses=ERRORS,
+                     dependencies=[Depends(plain_parameters)])
+
+
+def dreaming_of(request: Request) -> Dreaming:
+    app: Dreaming = request.app.state.dreaming
+    return app
+
+
+def authenticated(request: Request, credentials: Annotated[
+        HTTPAuthorizationCredentials | None, Security(bearer)]) -> Caller:
+    app = dreaming_of(request)
+    if not app.enforce_access:
+        return LOCAL
+    if credentials is None:
+        raise UnauthorizedError("send Authorization: Bearer <token>")
+    return app.access.authenticate(credentials.credentials)
+
+
+App = Annotated[Dreaming, Depends(dreaming_of)]
+As = Annotated[Caller, Depends(authenticated)]
+After = Annotated[int | None, Query(
+    description="An event position the answer must include. Every read-model read already "
+                "waits for every event recorded before the request arrived; `after` is "
+                "checked to be a recorded position.")]
+
+
+def read_view(request: Request, response: Response, app: Dreaming,
+              spec: ProjectionSpec[TView], after: int | None) -> TView:
+    """A running read model's view once it has applied every event recorded before this
+    request (read-your-writes, by default), waiting at most ``DREAM_READ_WAIT_SECONDS``; the
+    position it answers from goes back in the ``X-Dream-View-Position`` header."""
+    head = app.store.max_position()
+    if after is not None and not 0 <= after <= head:
+        raise InvalidRequestError("after must be a position this server has recorded",
+                                  field="after", head=head)
+    projection = request.app.state.read_models[spec.name]
+    projection.wait(head or None, timeout=request.app.state.read_wait_seconds)
+    response.headers[VIEW_POSITION_HEADER] = str(projection.position())
+    view: TView = projection.view
+    return view
+
+
+def shown(app: Dreaming, written: Written[Any], aggregate: Aggregate) -> int | None:
+    """The position a response shows: the event the command produced, or (replay) the
+    aggregate's last event."""
+    return written.position if written.position is not None else app.store.position_of(aggregate)

@@ -1,0 +1,59 @@
+"""Dream runs: admission (or replay), the runs list and one run."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request, Response
+
+from adapters.http.dependencies import After, App, As, read_view, shown
+from adapters.http.schemas import (
+    CreateDreamRun,
+    DreamRunPage,
+    DreamRunSummary,
+    DreamRunView,
+    ErrorResponse,
+)
+from adapters.http.schemas.vocabulary import DreamOperationName, RunStatusName
+from projections.runs import RUNS
+
+router = APIRouter()
+
+
+@router.post("/scopes/{scope_id}/dream", status_code=202, tags=["dream"], responses={
+    200: {"model": DreamRunView, "description": "Replay of a run that already finished"},
+    429: {"model": ErrorResponse, "description": "Too many unfinished runs in the scope"},
+    503: {"model": ErrorResponse, "description": "Dream runs are unavailable"}})
+def request_dream(scope_id: str, body: CreateDreamRun, request: Request, app: App,
+                  caller: As, response: Response) -> DreamRunView:
+    """Admit a run (202 with Location), or replay the run this idempotency key names."""
+    written = app.runs.request_dream(caller, scope_id, body.to_domain())
+    run = written.value.run
+    workers = getattr(request.app.state, "workers", None)
+    if workers is not None and not run.terminal:
+        workers.wake()
+    if run.terminal:
+        response.status_code = 200
+    response.headers["Location"] = f"/v1/scopes/{quote(run.scope_id)}/dream/{run.run_id}"
+    return DreamRunView.of(run, shown(app, written, run))
+
+
+@router.get("/scopes/{scope_id}/dream", tags=["dream"])
+def list_dreams(scope_id: str, request: Request, response: Response, app: App, caller: As,
+                status: RunStatusName | None = None,
+                operation: DreamOperationName | None = None,
+                cursor: str | None = None, limit: int = 20,
+                after: After = None) -> DreamRunPage:
+    """Run summaries, newest first (keyset pagination with an opaque cursor)."""
+    app.records.get_scope(caller, scope_id)
+    runs = read_view(request, response, app, RUNS, after)
+    summaries, next_cursor = runs.list_runs(scope_id, status=status, operation=operation,
+                                            cursor=cursor, limit=limit)
+    return DreamRunPage(runs=[DreamRunSummary.from_summary(s) for s in summaries],
+                        next_cursor=next_cursor)
+
+
+@router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"])
+def get_dream(scope_id: str, run_id: str, app: App, caller: As) -> DreamRunView:
+    run = app.runs.get_dream(caller, scope_id, run_id)
+    return DreamRunView.of(run, app.store.position_of(run))

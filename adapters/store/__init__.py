@@ -1,0 +1,1 @@
+"""Event stores and read models on SQLite or PostgreSQL: recorders, projection runners, replay."""

@@ -1,0 +1,327 @@
+"""Event store configuration for the embedded (SQLite) and scaled (PostgreSQL) modes.
+
+Both recorders add the *read-set check*: inside the insert transaction, after the store's write
+lock is held, they compare the current version of every aggregate the command only read with
+the version it read, and abort the whole transaction if any moved.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from inspect import unwrap
+from pathlib import Path
+from threading import Event, Thread
+from typing import Any, ClassVar
+from urllib.parse import unquote, urlsplit
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    ListenNotifySubscription,
+    StoredEvent,
+    Subscription,
+)
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresFactory,
+)
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+from eventsourcing.utils import Environment, EnvType
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Identifier
+
+from adapters.settings import Settings
+from application.bootstrap import Dreaming
+from application.ports import ReadSetChangedError
+from application.store import EventStore
+from projections.backends import SerialisedSchema
+
+ReadSet = Mapping[UUID, int]
+
+
+def _moved(read_set: ReadSet, current: Mapping[UUID, int]) -> dict[UUID, tuple[int, int]]:
+    return {
+        aggregate_id: (expected, current.get(aggregate_id, 0))
+        for aggregate_id, expected in read_set.items()
+        if current.get(aggregate_id, 0) != expected
+    }
+
+
+class PollingSubscription(ListenNotifySubscription[SQLiteApplicationRecorder]):
+    """The library's pull loop, woken by a timer because SQLite has no LISTEN/NOTIFY.
+
+    ``ListenNotifySubscription`` already selects ``> last id`` in batches and feeds a bounded
+    queue; its PostgreSQL subclass only sets ``_has_been_notified`` when a NOTIFY arrives. Here
+    a thread sets it every ``interval`` seconds, so writes by any process on this host (WAL)
+    are seen within one interval. ``_has_been_notified`` is private library API, pinned by
+    ``tests/test_sqlite_subscription.py``.
+    """
+
+    def __init__(self, recorder: SQLiteApplicationRecorder, gt: int | None = None,
+                 topics: Sequence[str] = (), interval: float = 0.05) -> None:
+        self._polling_stopped = Event()  # before super(): stop() may run from __del__
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._poll_thread = Thread(target=self._poll, args=(interval,), daemon=True,
+                                   name="sqlite-subscription-poll")
+        self._poll_thread.start()
+
+    def _poll(self, interval: float) -> None:
+        while not self._polling_stopped.wait(interval):
+            self._has_been_notified.set()
+
+    def stop(self) -> None:
+        self._polling_stopped.set()
+        super().stop()
+
+    def __exit__(self, *args: object, **kwargs: Any) -> None:
+        try:
+            super().__exit__(*args, **kwargs)
+        finally:
+            self._poll_thread.join()
+
+
+class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
+    supports_read_set = True
+    store_kind = "sqlite"
+    poll_interval: ClassVar[float] = 0.05  # seconds between a subscription's polls
+
+    def subscribe(self, gt: int | None = None,
+                  topics: Sequence[str] = ()) -> Subscription[ApplicationRecorder]:
+        return PollingSubscription(self, gt=gt, topics=topics, interval=self.poll_interval)
+
+    def position_of(self, originator_id: UUID, version: int) -> int | None:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT rowid FROM {self.events_table_name} "
+                      "WHERE originator_id = ? AND originator_version = ?",
+                      (originator_id.hex, version))
+            row = c.fetchone()
+        return None if row is None else int(row[0])
+
+    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent],
+                       *, read_set: ReadSet | None = None, **kwargs: Any) -> Sequence[int] | None:
+        # Insert first: that takes SQLite's write lock, so the versions read below are final.
+        notification_ids = super()._insert_events(c, stored_events, **kwargs)
+        if read_set:
+            marks = ",".join("?" * len(read_set))
+            c.execute(
+                f"SELECT originator_id, MAX(originator_version) FROM {self.events_table_name} "
+                f"WHERE originator_id IN ({marks}) GROUP BY originator_id",
+                [aggregate_id.hex for aggregate_id in read_set],
+            )
+            current = {UUID(row[0]): row[1] for row in c.fetchall()}
+            moved = _moved(read_set, current)
+            if moved:
+                raise ReadSetChangedError(moved)
+        return notification_ids
+
+
+def _once(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A library recorder method without its retry decorator.
+
+    The library retries its store calls ten times on a connection error, 0.2 s apart, each
+    waiting for the pool: over 20 s per call in an outage. Tried once, a call is bounded by the
+    pool's timeout, and the caller decides: the API answers 503, workers back off.
+    """
+    undecorated: Callable[..., Any] = unwrap(method)
+    return undecorated
+
+
+class OnceSnapshotRecorder(SerialisedSchema, PostgresAggregateRecorder):
+    """The snapshot store's recorder, its calls tried once like the events'."""
+
+    insert_events = _once(PostgresAggregateRecorder.insert_events)
+    select_events = _once(PostgresAggregateRecorder.select_events)
+
+
+class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRecorder):
+    supports_read_set = True
+    store_kind = "postgres"
+
+    # Tried once (see ``_once``).
+    insert_events = _once(PostgresApplicationRecorder.insert_events)
+    select_events = _once(PostgresApplicationRecorder.select_events)
+    select_notifications = _once(PostgresApplicationRecorder.select_notifications)
+    max_notification_id = _once(PostgresApplicationRecorder.max_notification_id)
+
+    def position_of(self, originator_id: UUID, version: int) -> int | None:
+        statement = SQL("SELECT notification_id FROM {0}.{1} "
+                        "WHERE originator_id = %s AND originator_version = %s").format(
+            Identifier(self.datastore.schema), Identifier(self.events_table_name))
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(statement, (originator_id, version))
+            row = curs.fetchone()
+        return None if row is None else int(row["notification_id"])
+
+    def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent],
+                       *, read_set: ReadSet | None = None, **kwargs: Any) -> None:
+        super()._insert_events(curs, stored_events, **kwargs)
+        if not read_set:
+            return
+        # Take the table's insert lock now (the insert takes it again, harmlessly), so no
+        # other writer can commit between this check and our commit.
+        self._lock_table(curs)
+        curs.execute(
+            SQL("SELECT originator_id, MAX(originator_version) AS version FROM {0}.{1} "
+                "WHERE originator_id = ANY(%s) GROUP BY originator_id").format(
+                Identifier(self.datastore.schema), Identifier(self.events_table_name)),
+            (list(read_set),),
+        )
+        current = {row["originator_id"]: row["version"] for row in curs.fetchall()}
+        moved = _moved(read_set, current)
+        if moved:
+            raise ReadSetChangedError(moved)
+
+
+class DreamPostgresFactory(PostgresFactory):
+    """The library's PostgreSQL factory, failing fast in an outage and reconnecting at once."""
+
+    aggregate_recorder_class = OnceSnapshotRecorder
+
+    def __init__(self, env: Environment | EnvType | None) -> None:
+        super().__init__(env)
+        reconnect_at_once(self.datastore)
+
+
+def _topic(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def postgres_env(database_url: str, settings: Settings | None = None) -> dict[str, str]:
+    settings = settings or Settings()
+    url = urlsplit(database_url)
+    if url.scheme not in ("postgresql", "postgres") or not url.path.strip("/"):
+        msg = "DREAM_DATABASE_URL must look like postgresql://user:password@host:port/dbname"
+        raise ValueError(msg)
+    return {
+        "PERSISTENCE_MODULE": _topic(DreamPostgresFactory),
+        "APPLICATION_RECORDER_TOPIC": _topic(ReadSetPostgresApplicationRecorder),
+        "POSTGRES_DBNAME": unquote(url.path.strip("/")),
+        "POSTGRES_HOST": url.hostname or "127.0.0.1",
+        "POSTGRES_PORT": str(url.port or 5432),
+        "POSTGRES_USER": unquote(url.username or ""),
+        "POSTGRES_PASSWORD": unquote(url.password or ""),
+        "POSTGRES_POOL_SIZE": str(settings.postgres_pool_size),
+        "POSTGRES_LOCK_TIMEOUT": str(settings.postgres_lock_timeout),
+        # The longest a command waits for a pooled connection: in an outage it fails with
+        # 503 store_unavailable after this, instead of the library's 30 s.
+        "POSTGRES_CONNECT_TIMEOUT": str(settings.store_timeout_seconds),
+        # A connection the server dropped (a restart) is replaced before use, not failed on.
+        "POSTGRES_PRE_PING": "true",
+    }
+
+
+def reconnect_at_once(datastore: PostgresDatastore) -> None:
+    """Bound a pool's reconnection attempts by its connect timeout.
+
+    The pool retries a lost connection in the background for five minutes, 1, 2, 4, 8… s
+    apart, so after a 10 s outage the store stayed unusable for seconds more. Given up
+    quickly, a retry is started afresh by the next request that waits, so the service
+    reconnects as soon as the server is back. The server's own connect attempt is bounded too.
+    """
+    pool = datastore.pool
+    pool.reconnect_timeout = pool.timeout
+    if isinstance(pool.kwargs, dict):
+        pool.kwargs.setdefault("connect_timeout", max(2, math.ceil(pool.timeout)))
+
+
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+_SQLITE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` (and any missing parents) as a directory only its owner can enter (0700).
+
+    ``mkdir``'s mode goes through the umask and leaves an existing directory alone, so the mode
+    is set explicitly; a store created before this rule is tightened on its next start.
+    """
+    path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    _restrict(path, PRIVATE_DIR_MODE)
+    return path
+
+
+def private_sqlite_file(path: Path) -> str:
+    """Create the SQLite database file 0600 before SQLite opens it.
+
+    SQLite creates its ``-wal``, ``-shm`` and ``-journal`` files with the database file's
+    permissions, so they are owner-only too; ones left by an older start are tightened.
+    """
+    private_dir(path.parent)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE_MODE))
+    for suffix in _SQLITE_FILES:
+        companion = path.with_name(path.name + suffix)
+        if companion.exists():
+            _restrict(companion, PRIVATE_FILE_MODE)
+    return str(path)
+
+
+def _restrict(path: Path, mode: int) -> None:
+    # A file someone else owns (a shared, operator-managed store) keeps the mode they chose.
+    with suppress(PermissionError):
+        os.chmod(path, mode)
+
+
+def sqlite_env(settings: Settings) -> dict[str, str]:
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "APPLICATION_RECORDER_TOPIC": _topic(ReadSetSQLiteApplicationRecorder),
+        "SQLITE_DBNAME": private_sqlite_file(private_dir(settings.data_dir) / "events.sqlite3"),
+        "SQLITE_LOCK_TIMEOUT": str(settings.sqlite_lock_timeout),
+    }
+
+
+def application_env(settings: Settings) -> dict[str, str]:
+    if settings.database_url:
+        return postgres_env(settings.database_url, settings)
+    return sqlite_env(settings)
+
+
+def view_env(settings: Settings, name: str) -> dict[str, str]:
+    """The store of projection ``name``'s view, as ``<NAME>_*`` keys the library reads first.
+
+    SQLite: one file per projection, ``<data_dir>/views/<name>.sqlite3``, because the library's
+    SQLite tracking table is always called ``tracking``. PostgreSQL: the write model's database
+    (the unprefixed ``POSTGRES_*`` keys apply), where the library names the tracking table
+    ``<name>_tracking``.
+    """
+    if settings.database_url:
+        keys = {"PERSISTENCE_MODULE": _topic(DreamPostgresFactory)}
+    else:
+        views = private_dir(private_dir(settings.data_dir) / "views")
+        keys = {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": private_sqlite_file(views / f"{name}.sqlite3"),
+            "SQLITE_LOCK_TIMEOUT": str(settings.sqlite_lock_timeout),
+        }
+    return prefixed_env(name, keys)
+
+
+def prefixed_env(name: str, keys: dict[str, str]) -> dict[str, str]:
+    """``keys`` as settings of the component ``name`` only (the library reads ``<NAME>_*``
+    before the unprefixed keys)."""
+    prefix = name.upper() + "_"
+    return {prefix + key: value for key, value in keys.items()}
+
+
+def projection_env(settings: Settings, name: str) -> dict[str, str]:
+    """Everything a projection runner needs: the write model's store plus the view's own."""
+    return {**application_env(settings), **view_env(settings, name)}
+
+
+def open_store(settings: Settings | None = None) -> EventStore:
+    """The event store alone, configured from settings (default: ``DREAM_*`` environment):
+    what projection runners and replay read from."""
+    return EventStore(env=application_env(settings or Settings()))
+
+
+def open_dreaming(settings: Settings | None = None) -> Dreaming:
+    """The assembled application configured from settings."""
+    settings = settings or Settings()
+    return Dreaming(env=application_env(settings),
+                    enforce_access=settings.access == "enforced")

@@ -1,0 +1,213 @@
+"""In-process Dream workers: a dispatcher hands claimable runs to a bounded pool of threads.
+
+- Fair across scopes: the inbox offers the oldest claimable run of each (scope, operation), so
+  a scope with a thousand queued runs offers one, like any other scope.
+- Single flight per scope and operation: the dispatcher never has two of the same pair in
+  flight, and the scope's Dream queue refuses a second concurrent start across processes.
+- Capped: at most ``max_concurrent_generations`` runs execute at once in this process.
+- No global lock on the hot path: claims are optimistic writes on the run and its scope's queue.
+- Outlives store outages: the dispatcher and every claimed attempt retry store errors with
+  capped backoff; an attempt resumes from its stored state while it is still current, and one
+  left behind at shutdown is recovered by another worker after its lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from types import TracebackType
+from typing import TypeVar
+
+from adapters.generators.factory import GeneratorRegistry, generator_from
+from adapters.settings import Settings
+from adapters.store.backoff import Backoff
+from application.bootstrap import Dreaming
+from application.execution import Attempt, DreamExecutor
+from application.store import OUTAGE_ERRORS
+from projections.runs import RunSummary
+
+log = logging.getLogger("dream.workers")
+
+Inbox = Callable[[datetime, int], Sequence[RunSummary]]
+T = TypeVar("T")
+POLL_SECONDS = 0.05
+REFUSED_PAUSE = 0.5
+STOP_TIMEOUT_SECONDS = 10.0
+
+
+def when_store_answers(opener: Callable[[], T], stop: threading.Event) -> T | None:
+    """``opener()``, retried with capped backoff while the store is unavailable, so a worker
+    process started during an outage waits for the store; ``None`` if ``stop`` is set first."""
+    backoff = Backoff()
+    while True:
+        try:
+            return opener()
+        except OUTAGE_ERRORS as error:
+            if not backoff.failing:
+                log.warning("the store is unavailable (%s); waiting for it", error)
+        if stop.wait(backoff.next()):
+            return None
+
+
+def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox) -> WorkerPool:
+    """The configured generator behind a pool of ``settings.workers`` threads (not started)."""
+    registry = GeneratorRegistry(generator_from(settings))
+    executor = app.executor(registry, settings.lease_seconds)
+    return WorkerPool(executor, inbox, max_concurrent_generations=settings.workers)
+
+
+class WorkerPool:
+    def __init__(self, executor: DreamExecutor, inbox: Inbox, *,
+                 max_concurrent_generations: int = 4, poll_seconds: float = POLL_SECONDS,
+                 ) -> None:
+        self.executor = executor
+        self.inbox = inbox
+        self.capacity = max_concurrent_generations
+        self.poll_seconds = poll_seconds
+        self._in_flight: set[tuple[str, str]] = set()
+        # Runs a claim just refused: the read model lags the store, so it may offer them again
+        # at once; skipping them for a moment keeps refused claims from eating the workers.
+        self._refused: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified whenever an attempt ends
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._threads = ThreadPoolExecutor(max_concurrent_generations,
+                                           thread_name_prefix="dream-worker")
+        self._dispatcher = threading.Thread(target=self._dispatch, name="dream-dispatcher",
+                                            daemon=True)
+        self.completed = 0
+
+    def start(self) -> WorkerPool:
+        self._dispatcher.start()
+        return self
+
+    def wake(self) -> None:
+        """Look for work now (e.g. right after an admission in this process)."""
+        self._wake.set()
+
+    @property
+    def busy(self) -> int:
+        with self._lock:
+            return len(self._in_flight)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+        """Stop dispatching and wait up to ``timeout`` seconds for the attempts in flight.
+
+        Bounded even in a store outage: attempts waiting to resume give up at once. One still
+        busy after the timeout (a slow model call) finishes on its own thread; if the process
+        ends first, its run is recovered by another worker after its lease.
+        """
+        self._stopping.set()
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        self._dispatcher.join(timeout)
+        self._threads.shutdown(wait=False)  # queued work sees ``_stopping`` and returns
+        with self._idle:
+            self._idle.wait_for(lambda: not self._in_flight,
+                                max(0.0, deadline - time.monotonic()))
+            left = len(self._in_flight)
+        if left:
+            log.warning("%s Dream attempt(s) still running at shutdown; their leases will "
+                        "expire and another worker will recover them", left)
+
+    def __enter__(self) -> WorkerPool:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()
+
+    # -- dispatching ---------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        backoff = Backoff()
+        while not self._stopping.is_set():
+            pause = self.poll_seconds
+            try:
+                self._offer_work()
+            except OUTAGE_ERRORS as error:
+                if not backoff.failing:  # once per outage, not once per retry
+                    log.warning("the store is unavailable (%s); the dispatcher retries with "
+                                "backoff", type(error).__name__)
+                pause = backoff.next()
+            except Exception:
+                log.exception("the dispatcher could not read its inbox; retrying")
+                pause = backoff.next()
+            else:
+                if backoff.failing:
+                    log.info("the dispatcher reads its inbox again")
+                backoff.reset()
+            self._wake.wait(pause)
+            self._wake.clear()
+
+    def _offer_work(self) -> None:
+        free = self.capacity - self.busy
+        if free <= 0:
+            return
+        now = time.monotonic()
+        with self._lock:
+            self._refused = {r: t for r, t in self._refused.items() if now - t < REFUSED_PAUSE}
+        for run in self.inbox(self.executor.clock(), self.capacity * 4):
+            if free <= 0 or self._stopping.is_set():
+                return
+            key = (run.scope_id, run.operation)
+            with self._lock:
+                if key in self._in_flight or run.run_id in self._refused:
+                    continue
+                self._in_flight.add(key)
+            self._threads.submit(self._work, key, run.scope_id, run.run_id)
+            free -= 1
+
+    def _work(self, key: tuple[str, str], scope_id: str, run_id: str) -> None:
+        try:
+            if self._stopping.is_set():
+                return
+            attempt = self.executor.claim(scope_id, run_id)
+            if attempt is None:
+                with self._lock:
+                    self._refused[run_id] = time.monotonic()
+            else:
+                self._execute(attempt)
+        except OUTAGE_ERRORS as error:
+            # Whether the claim landed is unknown; if it did, the run is recovered after its
+            # lease, otherwise it is still queued and offered again.
+            log.warning("run %s could not be claimed: the store is unavailable (%s)", run_id,
+                        type(error).__name__)
+        except Exception:
+            log.exception("run %s could not be executed", run_id)
+        finally:
+            with self._idle:
+                self._in_flight.discard(key)
+                self._idle.notify_all()
+            self._wake.set()  # a slot is free: look again at once
+
+    def _execute(self, attempt: Attempt) -> None:
+        """Execute a claimed attempt; when a store outage cuts it short, back off and resume
+        it from its stored state for as long as it is still this worker's."""
+        backoff = Backoff()
+        current: Attempt | None = attempt
+        while current is not None:
+            try:
+                self.executor.execute(current)
+            except OUTAGE_ERRORS as error:
+                log.warning("run %s: the store is unavailable (%s); attempt %s resumes when it "
+                            "answers", attempt.run.run_id, type(error).__name__, attempt.number)
+                current = self._resume(current, backoff)
+            else:
+                self.completed += 1
+                return
+
+    def _resume(self, attempt: Attempt, backoff: Backoff) -> Attempt | None:
+        """The attempt afresh once the store answers; ``None`` if it is no longer ours or this
+        pool is stopping (then its lease expires and another worker recovers the run)."""
+        while not self._stopping.wait(backoff.next()):
+            try:
+                return self.executor.resume(attempt)
+            except OUTAGE_ERRORS:
+                continue
+        return None

@@ -1,0 +1,93 @@
+"""Reads served by the read models, filtered by the caller's rights.
+
+Read models are shared by the whole scope, so a row a caller may not read is dropped here,
+by the one access policy, and never in an adapter. Each query checks the scope first, then
+asks for the view (``view()`` may wait for it to catch up), then filters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from application.access import ScopeGate
+from domain.access import READ, Resource
+from domain.policy import Caller
+
+# The largest page a read model answers (``projections.paging`` enforces it on every view).
+MAX_PAGE = 100
+K = TypeVar("K", bound="KnowledgeRow")
+D = TypeVar("D", bound="DependentRow")
+K_co = TypeVar("K_co", bound="KnowledgeRow", covariant=True)
+D_co = TypeVar("D_co", bound="DependentRow", covariant=True)
+
+
+class KnowledgeRow(Protocol):
+    @property
+    def family(self) -> str: ...
+    @property
+    def artifact_id(self) -> str: ...
+
+
+class KnowledgeSearch(Protocol[K_co]):
+    def search(self, scope_id: str, text: str | None, *, family: str | None,
+               limit: int) -> Sequence[K_co]: ...
+
+
+class DependentRow(Protocol):
+    @property
+    def kind(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+
+
+class ImpactSearch(Protocol[D_co]):
+    def impact(self, scope_id: str, kind: str, key: str, *,
+               max_depth: int) -> Sequence[D_co]: ...
+
+
+# What a reader needs read access to in order to see a provenance node (None: the scope).
+Guard = Callable[[str, str], "Resource | None"]
+
+
+@dataclass(frozen=True)
+class Impact(Generic[D]):
+    shown: list[D]
+    hidden: int
+
+
+class ReadModelQueries:
+    def __init__(self, gate: ScopeGate) -> None:
+        self.gate = gate
+        self.policy = gate.policy
+
+    def search_knowledge(self, caller: Caller, scope_id: str,
+                         view: Callable[[], KnowledgeSearch[K]], text: str | None,
+                         family: str | None, limit: int) -> list[K]:
+        """Approved Experiences and Skills the caller may read, most relevant first."""
+        scope = self.gate.scope_for(caller, scope_id, READ)
+        knowledge = view()
+        items = knowledge.search(scope_id, text, family=family, limit=limit)
+        readable = self.policy.readable(caller, scope, _artifacts(items))
+        if len(readable) < len(items) == limit < MAX_PAGE:
+            # Some rows are hidden from this caller: look further so the page can still fill.
+            items = knowledge.search(scope_id, text, family=family, limit=MAX_PAGE)
+            readable = self.policy.readable(caller, scope, _artifacts(items))
+        return [item for item in items
+                if Resource.artifact(item.family, item.artifact_id) in readable][:limit]
+
+    def impact(self, caller: Caller, scope_id: str, view: Callable[[], ImpactSearch[D]],
+               guard: Guard, kind: str, key: str, max_depth: int) -> Impact[D]:
+        """Everything depending on one node that the caller may read, and how many are not."""
+        scope = self.gate.scope_for(caller, scope_id, READ, guard(kind, key))
+        found = view().impact(scope_id, kind, key, max_depth=max_depth)
+        guards = {(d.kind, d.key): guard(d.kind, d.key) for d in found}
+        readable = self.policy.readable(
+            caller, scope, {g for g in guards.values() if g is not None})
+        shown = [d for d in found if (g := guards[(d.kind, d.key)]) is None or g in readable]
+        return Impact(shown, len(found) - len(shown))
+
+
+def _artifacts(items: Sequence[KnowledgeRow]) -> set[Resource]:
+    return {Resource.artifact(item.family, item.artifact_id) for item in items}

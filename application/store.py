@@ -1,0 +1,158 @@
+"""The event store: one ``eventsourcing`` Application that only stores.
+
+One application means one event store, so a single ``save()`` commits several aggregates
+atomically; a *read set* extends that save's optimistic check to aggregates it only read. The
+use-case services (records, access, runs, review, audit) share this one unit of work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import Aggregate, AggregateEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    JSONTranscoder,
+    OperationalError,
+)
+from eventsourcing.utils import EnvType
+
+from application.ports import ReadSetChangedError, ReadSetRecorder
+from application.transcodings import register_reference_transcodings
+from domain.artifact import Artifact
+from domain.dream_queue import DreamQueue
+from domain.errors import DomainError, WriteConflictError
+from domain.policy import Caller
+
+T = TypeVar("T")
+ACTED_BY = "acted_by"
+
+
+class StoreUnavailableError(OperationalError):
+    """The event store did not answer in time: it is down, the connection was lost, or its
+    write lock was held too long. A save is one transaction, so the command stored everything
+    or nothing; retrying it is safe (commands are idempotent or version-checked)."""
+
+
+# What the store library raises when the store cannot be reached or locked, as opposed to
+# bugs (ProgrammingError) and bad data (DataError). StoreUnavailableError is one of them.
+# (projections.base.STORE_ERRORS is wider: every error from a view's database.)
+OUTAGE_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+
+
+@contextmanager
+def store_call() -> Iterator[None]:
+    """Report a store outage inside the block as :class:`StoreUnavailableError`."""
+    try:
+        yield
+    except StoreUnavailableError:
+        raise
+    except OUTAGE_ERRORS as error:
+        raise StoreUnavailableError(str(error)) from error
+
+
+@dataclass(frozen=True)
+class Written(Generic[T]):
+    """What a command produced, and the event position to wait for (None: nothing changed)."""
+
+    value: T
+    position: int | None
+
+
+class EventStore(Application[UUID]):
+    """Load, save with a read set, history, positions: nothing else."""
+
+    name = "Dreaming"  # the stored application name: table names derive from it
+    # Memories and queues live as long as their scope: snapshots keep loading them cheap.
+    snapshotting_intervals = {Artifact: 50, DreamQueue: 20}
+
+    def __init__(self, env: EnvType | None = None) -> None:
+        super().__init__(env)
+        if not isinstance(self.recorder, ReadSetRecorder):
+            msg = (f"{type(self.recorder).__name__} cannot check read sets; configure the "
+                   "store through adapters.store.persistence")
+            raise TypeError(msg)
+
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
+        super().register_transcodings(transcoder)
+        register_reference_transcodings(transcoder)
+
+    def load(self, aggregate_id: UUID, missing: Callable[[], DomainError],
+             version: int | None = None) -> Any:
+        try:
+            with store_call():
+                return self.repository.get(aggregate_id, version=version)
+        except AggregateNotFoundError:
+            raise missing() from None
+
+    def exists(self, aggregate_id: UUID) -> bool:
+        """One indexed read of at most one event (``in repository`` would rebuild the aggregate)."""
+        with store_call():
+            return bool(self.recorder.select_events(aggregate_id, limit=1))
+
+    def find(self, aggregate_id: UUID, version: int | None = None) -> Any:
+        """The aggregate, or ``None`` when it has no events: one load, no separate check."""
+        try:
+            with store_call():
+                return self.repository.get(aggregate_id, version=version)
+        except AggregateNotFoundError:
+            return None
+
+    def commit(self, *changed: Aggregate, read: Iterable[Aggregate] = (),
+               acted_by: Caller | None = None) -> int | None:
+        """Save ``changed`` in one transaction, failing if any aggregate in ``read`` moved.
+
+        Each new event is stamped with who acted (``acted_by``: audit metadata, never read by
+        an event handler; ``None`` is the service itself, a worker finishing a run, say).
+        """
+        _stamp(changed, None if acted_by is None else acted_by.name)
+        changed_ids = {aggregate.id for aggregate in changed}
+        read_set = {a.id: a.version for a in read if a.id not in changed_ids}
+        try:
+            with store_call():
+                recordings = self.save(*changed, read_set=read_set)
+        except ReadSetChangedError as error:
+            raise WriteConflictError(
+                "an aggregate this command read changed before it committed",
+                moved=[{"aggregate_id": str(k), "expected": v[0], "actual": v[1]}
+                       for k, v in error.moved.items()],
+            ) from None
+        except IntegrityError:
+            raise WriteConflictError(
+                "another writer changed the same aggregate first; nothing was stored"
+            ) from None
+        return recordings[-1].notification.id if recordings else None
+
+    def history(self, aggregate_id: UUID) -> Sequence[AggregateEvent]:
+        with store_call():
+            return [cast(AggregateEvent, e) for e in self.events.get(aggregate_id)]
+
+    @property
+    def store_kind(self) -> str:
+        kind: str = getattr(self.recorder, "store_kind", "unknown")
+        return kind
+
+    def max_position(self) -> int:
+        with store_call():
+            return self.recorder.max_notification_id() or 0
+
+    def position_of(self, aggregate: Aggregate) -> int | None:
+        """The event position of ``aggregate``'s last event, as loaded (a reader waits for it
+        in a read model to see this state or later)."""
+        recorder = cast(ReadSetRecorder, self.recorder)
+        with store_call():
+            return recorder.position_of(aggregate.id, aggregate.version)
+
+
+def _stamp(changed: Iterable[Aggregate], acted_by: str | None) -> None:
+    for aggregate in changed:
+        for pending in aggregate.pending_events:
+            if not hasattr(pending, ACTED_BY):
+                object.__setattr__(pending, ACTED_BY, acted_by)
+

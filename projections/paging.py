@@ -1,0 +1,71 @@
+"""Keyset pages, shared by the list queries: page size, opaque cursors, and the page cut.
+
+A page continues strictly after the previous page's last row (a keyset, not an offset), so
+rows written between two fetches never shift, repeat or hide the rows of later pages. A
+cursor is opaque to clients: unpadded URL-safe base64 of text only this service interprets.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
+
+from application.queries import MAX_PAGE
+from domain.errors import InvalidCursorError
+from projections.checks import check_bounded_int
+from projections.dialect import Row
+
+MAX_LIMIT = MAX_PAGE  # one bound: the application's queries look as far as this
+_CURSOR_CHARS = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class PageItem(Protocol):
+    """A listed value that knows the cursor of the page continuing after it."""
+
+    @property
+    def cursor(self) -> str: ...
+
+
+TItem = TypeVar("TItem", bound=PageItem)
+
+
+def check_limit(limit: object) -> int:
+    return check_bounded_int("limit", limit, MAX_LIMIT)
+
+
+def keyset_page(rows: Sequence[Row], limit: int,
+                item: Callable[[Row], TItem]) -> tuple[list[TItem], str | None]:
+    """The first ``limit`` rows as items, and the cursor after the last one, or ``None`` on
+    the last page. The query asks for ``limit + 1`` rows: one more says a next page exists."""
+    page = [item(row) for row in rows[:limit]]
+    return page, (page[-1].cursor if len(rows) > limit else None)
+
+
+def cursor_max_chars(max_bytes: int) -> int:
+    """The length of the unpadded base64 of at most ``max_bytes`` bytes."""
+    return 4 * -(-max_bytes // 3)
+
+
+def encode_cursor_text(text: str) -> str:
+    """Unpadded URL-safe base64 of ``text`` in UTF-8."""
+    return base64.urlsafe_b64encode(text.encode()).decode("ascii").rstrip("=")
+
+
+def decode_cursor_text(cursor: object, max_chars: int) -> str:
+    """The text :func:`encode_cursor_text` encoded; anything else is ``invalid_cursor``."""
+    if (not isinstance(cursor, str) or not 0 < len(cursor) <= max_chars
+            or not _CURSOR_CHARS.fullmatch(cursor) or len(cursor) % 4 == 1):
+        raise bad_cursor("the cursor is not URL-safe base64 of the expected size")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise bad_cursor("the cursor does not decode") from None
+
+
+def bad_cursor(reason: str) -> InvalidCursorError:
+    return InvalidCursorError("cursor is not one this service issued; start again without it",
+                              field="cursor", reason=reason)
