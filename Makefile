@@ -34,6 +34,7 @@ test: $(DEV)
 lint: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 bench: $(RUNTIME)
 	$(BIN)/dream bench core

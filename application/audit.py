@@ -23,8 +23,8 @@ from application.dream_runs import DreamRuns
 from application.records import Records
 from application.review import REVIEW_PROVENANCE, Reviews
 from application.store import ACTED_BY
-from domain.access import ADMINISTER, READ, Resource
-from domain.artifact import ACTIVE, Artifact
+from domain.access import Action, Resource
+from domain.artifact import Artifact, EntryStatus
 from domain.candidate import Candidate
 from domain.errors import (
     AuditNotFoundError,
@@ -39,7 +39,7 @@ from domain.ids import (
     source_aggregate_id,
 )
 from domain.policy import Caller
-from domain.refs import MEMORY, ArtifactRef, MemoryCitation, SourceRef, check_family
+from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef, check_family
 from domain.source import Source
 
 # Aggregate kinds an auditor can name, with how their key is written in a path.
@@ -229,7 +229,7 @@ class Audit:
 
     def _entry_now(self, scope_id: str, citation: MemoryCitation) -> dict[str, Any]:
         memory: Artifact | None = self.store.find(
-            artifact_aggregate_id(scope_id, MEMORY, citation.memory_ref.artifact_id))
+            artifact_aggregate_id(scope_id, ArtifactFamily.MEMORY, citation.memory_ref.artifact_id))
         row: dict[str, Any] = {**citation.to_dict(), "content_hash": None, "status_now": None,
                                "current_version_now": None}
         if memory is None:
@@ -239,7 +239,7 @@ class Audit:
         return {**row, "content_hash": version.content_hash,
                 "status_now": "missing" if head is None else head.status,
                 "current_version_now": None if head is None else head.entry_version_id,
-                "active_now": head is not None and head.status == ACTIVE}
+                "active_now": head is not None and head.status == EntryStatus.ACTIVE}
 
     def _source_now(self, scope_id: str, ref: SourceRef) -> dict[str, Any]:
         source: Source | None = self.store.find(
@@ -265,28 +265,28 @@ def _pair(key: str, what: str) -> tuple[str, str]:
 def _scope_key(scope_id: str, key: str) -> Parsed:
     if key != scope_id:
         raise InvalidRequestError("a scope's audit key is its own id", field="key")
-    return scope_aggregate_id(scope_id), ADMINISTER, None
+    return scope_aggregate_id(scope_id), Action.ADMINISTER, None
 
 
 def _source_key(scope_id: str, key: str) -> Parsed:
     source_type, source_id = _pair(key, "source")
-    return (source_aggregate_id(scope_id, source_type, source_id), READ,
+    return (source_aggregate_id(scope_id, source_type, source_id), Action.READ,
             Resource.source(source_type, source_id))
 
 
 def _artifact_key(scope_id: str, key: str) -> Parsed:
     family, artifact_id = _pair(key, "artifact")
     check_family(family)
-    return (artifact_aggregate_id(scope_id, family, artifact_id), READ,
+    return (artifact_aggregate_id(scope_id, family, artifact_id), Action.READ,
             Resource.artifact(family, artifact_id))
 
 
 def _candidate_key(scope_id: str, key: str) -> Parsed:
-    return candidate_aggregate_id(scope_id, key), READ, None
+    return candidate_aggregate_id(scope_id, key), Action.READ, None
 
 
 def _run_key(scope_id: str, key: str) -> Parsed:
-    return dream_run_aggregate_id(scope_id, key), READ, None
+    return dream_run_aggregate_id(scope_id, key), Action.READ, None
 
 
 _KEYS: dict[str, Callable[[str, str], Parsed]] = {

@@ -16,10 +16,10 @@ from application.ports import Clock
 from application.retry import retry_on_write_conflict
 from application.store import Written
 from domain import run_lifecycle
-from domain.access import CONTRIBUTE, READ
+from domain.access import Action
 from domain.budget import effective_budget
 from domain.dream_queue import DreamQueue
-from domain.dream_request import DERIVE_SKILL, DreamRequest
+from domain.dream_request import DreamOperation, DreamRequest
 from domain.dream_run import DreamRun, principal_key
 from domain.errors import (
     AccessRevokedError,
@@ -57,13 +57,14 @@ class DreamRuns:
     @retry_on_write_conflict
     def request_dream(self, caller: Caller, scope_id: str,
                       request: DreamRequest) -> Written[Admission]:
-        scope = self.gate.scope_for(caller, scope_id, READ)
+        scope = self.gate.scope_for(caller, scope_id, Action.READ)
         run_id = dream_run_id(scope.scope_id, principal_key(caller.name),
                               request.idempotency_key)
         existing = self.existing_run(scope.scope_id, run_id)
         if existing is not None:
             return Written(Admission(self._replay(existing, request), replayed=True), None)
-        self.policy.check(caller, scope, CONTRIBUTE)  # the scope is loaded once per admission
+        # The scope is loaded once per admission.
+        self.policy.check(caller, scope, Action.CONTRIBUTE)
         if not self.dream_enabled:
             raise CapabilityUnavailableError("Dream runs are disabled in this deployment")
         reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
@@ -71,7 +72,7 @@ class DreamRuns:
         budget = effective_budget(scope.settings)
         resolve(reader, sources=request.sources, artifacts=request.artifacts,
                 memory_citations=request.memory_citations, budget=budget,
-                include_memory_text=request.operation != DERIVE_SKILL)
+                include_memory_text=request.operation != DreamOperation.DERIVE_SKILL)
         queue = self.queue_of(scope.scope_id)
         run = run_lifecycle.admit(
             queue, run_id=run_id, operation=request.operation, requester=caller.name,
@@ -83,7 +84,7 @@ class DreamRuns:
         return Written(Admission(run, replayed=False), position)
 
     def get_dream(self, caller: Caller, scope_id: str, run_id: str) -> DreamRun:
-        self.gate.scope_for(caller, scope_id, READ)
+        self.gate.scope_for(caller, scope_id, Action.READ)
         run = self.existing_run(scope_id, run_id)
         if run is None:
             raise DreamNotFoundError(f"no run {run_id!r} in scope {scope_id!r}", run_id=run_id)
@@ -120,7 +121,7 @@ class DreamRuns:
         scope = self.gate.load(run.scope_id)
         requester = self.requester_of(run)
         try:
-            self.policy.check(requester, scope, CONTRIBUTE)
+            self.policy.check(requester, scope, Action.CONTRIBUTE)
         except (ForbiddenError, ScopeNotFoundError) as refused:
             raise AccessRevokedError("the requester may no longer contribute here",
                                      principal=requester.name) from refused
@@ -128,7 +129,7 @@ class DreamRuns:
         request, pinned = run.request, run.manifest
         resolution = resolve(reader, sources=request.sources, artifacts=request.artifacts,
                              memory_citations=request.memory_citations, budget=run.budget,
-                             include_memory_text=request.operation != DERIVE_SKILL,
+                             include_memory_text=request.operation != DreamOperation.DERIVE_SKILL,
                              pinned=pinned)
         reader.check_target_head(request.target)
         return resolution, reader

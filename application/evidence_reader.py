@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from domain.access import READ, Resource
+from domain.access import Action, Resource
 from domain.artifact import Artifact
 from domain.errors import AccessRevokedError, ArtifactConflictError
 from domain.ids import artifact_aggregate_id, source_aggregate_id
@@ -46,7 +46,7 @@ class StoreEvidenceReader:
 
     def check_read(self, resource: Resource) -> None:
         """Re-checked on every visit with the requester's current rights."""
-        if not self.policy.permits(self.caller, self.scope, READ, resource):
+        if not self.policy.permits(self.caller, self.scope, Action.READ, resource):
             raise AccessRevokedError("the requester may not read this evidence now",
                                      resource=resource.to_dict())
 

@@ -36,11 +36,11 @@ from application.retry import (
 )
 from application.store import OUTAGE_ERRORS, EventStore
 from domain import run_lifecycle
-from domain.candidate import APPROVED, PENDING, Candidate
+from domain.candidate import Candidate, CandidateStatus
 from domain.dream_plan import DreamPlan, parse_plan
 from domain.dream_queue import DreamQueue
-from domain.dream_request import DERIVE_SKILL
-from domain.dream_run import NEEDS_EVIDENCE, NO_CHANGE, RUNNING, DreamRun
+from domain.dream_request import DreamOperation
+from domain.dream_run import DreamRun, RunOutcome, RunStatus
 from domain.errors import (
     AttemptConflictError,
     BudgetExceededError,
@@ -55,7 +55,7 @@ from domain.evidence.resolution import Resolution
 from domain.evidence.selection import NeedsEvidence, select_evidence
 from domain.ids import dream_candidate_id, evidence_id
 from domain.proposal_record import ProposalRecord, proposal_fingerprint
-from domain.refs import EXPERIENCE, SKILL, ArtifactRef, Lineage
+from domain.refs import ArtifactFamily, ArtifactRef, Lineage
 
 log = logging.getLogger("dream.execution")
 
@@ -287,15 +287,16 @@ class DreamExecutor:
     # -- outcomes: one short function each -----------------------------------------------------
 
     def _finish(self, attempt: Attempt, plan: DreamPlan, resolution: Resolution) -> None:
-        if plan.outcome in (NO_CHANGE, NEEDS_EVIDENCE):
+        if plan.outcome in (RunOutcome.NO_CHANGE, RunOutcome.NEEDS_EVIDENCE):
             self._conclude(attempt, plan.outcome, plan.reason)
             return
-        family = SKILL if attempt.run.operation == DERIVE_SKILL else EXPERIENCE
+        family = (ArtifactFamily.SKILL if attempt.run.operation == DreamOperation.DERIVE_SKILL
+                  else ArtifactFamily.EXPERIENCE)
         target = attempt.run.request.target
         selection = select_evidence(resolution.manifest, plan.evidence_ids, family=family,
                                     target=target)
         if isinstance(selection, NeedsEvidence):
-            self._conclude(attempt, NEEDS_EVIDENCE, selection.reason)
+            self._conclude(attempt, RunOutcome.NEEDS_EVIDENCE, selection.reason)
             return
         self._propose(attempt, plan, family, target, selection)
 
@@ -307,15 +308,15 @@ class DreamExecutor:
             return False
         candidate: Candidate = self.store.repository.get(
             Candidate.create_id(run.scope_id, record.candidate_id))
-        if candidate.candidate_version != 1 or candidate.status == APPROVED:
+        if candidate.candidate_version != 1 or candidate.status == CandidateStatus.APPROVED:
             return False  # edited or approved: a fresh proposal is worth a model call
         queue = self.runs.queue_of(run.scope_id)
-        if candidate.status == PENDING:
+        if candidate.status == CandidateStatus.PENDING:
             run_lifecycle.propose(run, queue, attempt.number, candidate.current.reason,
                                   candidate.candidate_id, self.clock(), reused=True)
         else:
             run_lifecycle.conclude(
-                run, queue, attempt.number, NO_CHANGE,
+                run, queue, attempt.number, RunOutcome.NO_CHANGE,
                 "An unchanged proposal over the same evidence was already rejected.",
                 self.clock(), reused=True)
         self.store.commit(run, queue, read=[record, candidate])
@@ -406,6 +407,6 @@ class DreamExecutor:
         """The run as stored, if this attempt is still the current one."""
         run = self.runs.existing_run(attempt.run.scope_id, attempt.run.run_id)
         if (run is None or run.terminal or run.attempt != attempt.number
-                or run.status != RUNNING):
+                or run.status != RunStatus.RUNNING):
             return None
         return run

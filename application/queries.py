@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from application.access import ScopeGate
-from domain.access import READ, Resource
+from domain.access import Action, Resource
 from domain.policy import Caller
 
 # The largest page a read model answers (``projections.paging`` enforces it on every view).
@@ -66,7 +66,7 @@ class ReadModelQueries:
                          view: Callable[[], KnowledgeSearch[K]], text: str | None,
                          family: str | None, limit: int) -> list[K]:
         """Approved Experiences and Skills the caller may read, most relevant first."""
-        scope = self.gate.scope_for(caller, scope_id, READ)
+        scope = self.gate.scope_for(caller, scope_id, Action.READ)
         knowledge = view()
         items = knowledge.search(scope_id, text, family=family, limit=limit)
         readable = self.policy.readable(caller, scope, _artifacts(items))
@@ -80,7 +80,7 @@ class ReadModelQueries:
     def impact(self, caller: Caller, scope_id: str, view: Callable[[], ImpactSearch[D]],
                guard: Guard, kind: str, key: str, max_depth: int) -> Impact[D]:
         """Everything depending on one node that the caller may read, and how many are not."""
-        scope = self.gate.scope_for(caller, scope_id, READ, guard(kind, key))
+        scope = self.gate.scope_for(caller, scope_id, Action.READ, guard(kind, key))
         found = view().impact(scope_id, kind, key, max_depth=max_depth)
         guards = {(d.kind, d.key): guard(d.kind, d.key) for d in found}
         readable = self.policy.readable(

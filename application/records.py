@@ -18,8 +18,8 @@ from application.access import ScopeGate
 from application.ports import Clock
 from application.retry import retry_on_write_conflict
 from application.store import Written
-from domain.access import ADMINISTER, CONTRIBUTE, READ, Resource
-from domain.artifact import ACTIVE, Artifact, ArtifactRevision, EntryVersion
+from domain.access import Action, Resource
+from domain.artifact import Artifact, ArtifactRevision, EntryStatus, EntryVersion
 from domain.canonical import digest
 from domain.content import validate_content
 from domain.errors import (
@@ -35,9 +35,16 @@ from domain.errors import (
 )
 from domain.ids import artifact_aggregate_id, scope_aggregate_id, source_aggregate_id
 from domain.policy import Caller
-from domain.refs import MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef, check_family
+from domain.refs import (
+    ArtifactFamily,
+    ArtifactRef,
+    Lineage,
+    MemoryCitation,
+    SourceRef,
+    check_family,
+)
 from domain.scope import Scope
-from domain.source import ELIGIBLE, LINEAGE_ONLY, Source
+from domain.source import Eligibility, Source
 from domain.text import check_scope_id
 
 MANAGEMENT_SOURCE_TYPE = "artifact_write"
@@ -75,19 +82,19 @@ class Records:
         return Written(scope, self.store.commit(scope, acted_by=caller))
 
     def get_scope(self, caller: Caller, scope_id: str) -> Scope:
-        return self.gate.scope_for(caller, scope_id, READ)
+        return self.gate.scope_for(caller, scope_id, Action.READ)
 
     @retry_on_write_conflict
     def change_scope_settings(self, caller: Caller, scope_id: str,
                               changes: Mapping[str, Any]) -> Written[Scope]:
-        scope = self.gate.scope_for(caller, scope_id, ADMINISTER)
+        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
         scope.change_settings(changes)
         return Written(scope, self.store.commit(scope, acted_by=caller))
 
     @retry_on_write_conflict
     def grant_role(self, caller: Caller, scope_id: str, principal: str,
                    role: str) -> Written[Scope]:
-        scope = self.gate.scope_for(caller, scope_id, ADMINISTER)
+        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
         scope.grant_role(principal, role)
         self.gate.check_principal_known(principal)  # after the rules: nothing is saved until commit
         return Written(scope, self.store.commit(scope, acted_by=caller))
@@ -95,19 +102,19 @@ class Records:
     @retry_on_write_conflict
     def revoke_role(self, caller: Caller, scope_id: str, principal: str,
                     role: str) -> Written[Scope]:
-        scope = self.gate.scope_for(caller, scope_id, ADMINISTER)
+        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
         scope.revoke_role(principal, role)
         self.gate.check_principal_known(principal)
         return Written(scope, self.store.commit(scope, acted_by=caller))
 
     def administered_scope(self, caller: Caller, scope_id: str) -> Scope:
         """The scope with its roles and grants, for its administrators."""
-        return self.gate.scope_for(caller, scope_id, ADMINISTER)
+        return self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
 
     @retry_on_write_conflict
     def grant_read(self, caller: Caller, scope_id: str, principal: str,
                    resource: Resource) -> Written[Scope]:
-        scope = self.gate.scope_for(caller, scope_id, ADMINISTER)
+        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
         scope.grant_read(principal, resource.checked())
         self.gate.check_principal_known(principal)
         return Written(scope, self.store.commit(scope, acted_by=caller))
@@ -115,7 +122,7 @@ class Records:
     @retry_on_write_conflict
     def revoke_read(self, caller: Caller, scope_id: str, principal: str,
                     resource: Resource) -> Written[Scope]:
-        scope = self.gate.scope_for(caller, scope_id, ADMINISTER)
+        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
         scope.revoke_read(principal, resource.checked())
         self.gate.check_principal_known(principal)
         return Written(scope, self.store.commit(scope, acted_by=caller))
@@ -125,10 +132,10 @@ class Records:
     @retry_on_write_conflict
     def record_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str, *,
                       text: str | None = None, payload: Mapping[str, Any] | None = None,
-                      eligibility: str = ELIGIBLE, attempt_id: str | None = None,
+                      eligibility: str = Eligibility.ELIGIBLE, attempt_id: str | None = None,
                       occurred_at: datetime | None = None) -> Written[Source]:
         """Record a Source; recording the identical Source again is an idempotent no-op."""
-        scope = self.gate.scope_for(caller, scope_id, CONTRIBUTE)
+        scope = self.gate.scope_for(caller, scope_id, Action.CONTRIBUTE)
         source = Source.record(scope.scope_id, source_type, source_id, text=text,
                                payload=payload, eligibility=eligibility, attempt_id=attempt_id,
                                occurred_at=occurred_at)
@@ -146,7 +153,7 @@ class Records:
     def amend_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str, *,
                      text: str | None = None, payload: Mapping[str, Any] | None = None,
                      occurred_at: datetime | None = None) -> Written[Source]:
-        self.gate.scope_for(caller, scope_id, CONTRIBUTE)
+        self.gate.scope_for(caller, scope_id, Action.CONTRIBUTE)
         source = self._source(scope_id, source_type, source_id)
         source.amend(text, payload, occurred_at)
         return Written(source, self.store.commit(source, acted_by=caller))
@@ -154,13 +161,13 @@ class Records:
     @retry_on_write_conflict
     def withdraw_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str,
                         reason: str) -> Written[Source]:
-        self.gate.scope_for(caller, scope_id, ADMINISTER)
+        self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
         source = self._source(scope_id, source_type, source_id)
         source.withdraw(reason)
         return Written(source, self.store.commit(source, acted_by=caller))
 
     def get_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str) -> Source:
-        self.gate.scope_for(caller, scope_id, READ, Resource.source(source_type, source_id))
+        self.gate.scope_for(caller, scope_id, Action.READ, Resource.source(source_type, source_id))
         return self._source(scope_id, source_type, source_id)
 
     def _source(self, scope_id: str, source_type: str, source_id: str) -> Source:
@@ -179,7 +186,7 @@ class Records:
                         content: Mapping[str, Any], principal: str,
                         lineage: Lineage | None = None) -> Written[Artifact]:
         """Basic management create; records a ``lineage_only`` Source describing the write."""
-        scope = self.gate.scope_for(caller, scope_id, CONTRIBUTE)
+        scope = self.gate.scope_for(caller, scope_id, Action.CONTRIBUTE)
         ArtifactRef(check_family(family), artifact_id, 1).checked()  # before a Source quotes it
         if self.store.exists(artifact_aggregate_id(scope.scope_id, family, artifact_id)):
             raise ArtifactExistsError(f"{family}/{artifact_id} already exists",
@@ -213,11 +220,12 @@ class Records:
     def create_memory(self, caller: Caller, scope_id: str, memory_id: str, principal: str,
                       title: str | None = None) -> Written[Artifact]:
         content = {} if title is None else {"title": title}
-        return self.create_artifact(caller, scope_id, MEMORY, memory_id, content, principal)
+        return self.create_artifact(caller, scope_id, ArtifactFamily.MEMORY, memory_id, content,
+                                    principal)
 
     def get_artifact(self, caller: Caller, scope_id: str, family: str,
                      artifact_id: str) -> Artifact:
-        self.gate.scope_for(caller, scope_id, READ, Resource.artifact(family, artifact_id))
+        self.gate.scope_for(caller, scope_id, Action.READ, Resource.artifact(family, artifact_id))
         return self._artifact(scope_id, family, artifact_id)
 
     def _artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
@@ -278,7 +286,8 @@ class Records:
     def read_entry_version(self, caller: Caller, scope_id: str,
                            citation: MemoryCitation) -> EntryVersion:
         """The exact entry version a citation names, as listed in the cited revision."""
-        memory = self.get_artifact(caller, scope_id, MEMORY, citation.memory_ref.artifact_id)
+        memory = self.get_artifact(caller, scope_id, ArtifactFamily.MEMORY,
+                                   citation.memory_ref.artifact_id)
         return self._cited_version(memory, citation)
 
     @staticmethod
@@ -296,12 +305,12 @@ class Records:
     # -- helpers -----------------------------------------------------------------------------
 
     def _contributing_to(self, caller: Caller, scope_id: str, memory_id: str) -> Artifact:
-        return self._writable(caller, scope_id, MEMORY, memory_id)
+        return self._writable(caller, scope_id, ArtifactFamily.MEMORY, memory_id)
 
     def _writable(self, caller: Caller, scope_id: str, family: str, artifact_id: str) -> Artifact:
         """Writing needs contribute, and read of the artifact: a write answers with its state."""
-        scope = self.gate.scope_for(caller, scope_id, CONTRIBUTE)
-        self.policy.check(caller, scope, READ, Resource.artifact(family, artifact_id))
+        scope = self.gate.scope_for(caller, scope_id, Action.CONTRIBUTE)
+        self.policy.check(caller, scope, Action.READ, Resource.artifact(family, artifact_id))
         return self._artifact(scope_id, family, artifact_id)
 
     def _check_lineage(self, caller: Caller, scope_id: str, lineage: Lineage) -> list[Aggregate]:
@@ -319,10 +328,12 @@ class Records:
             read.append(self._referenced(partial(self._at_revision, caller, scope_id, artifact_ref),
                                          artifact_ref.to_dict()))
         for citation in lineage.memory_citations:
-            memory = self.get_artifact(caller, scope_id, MEMORY, citation.memory_ref.artifact_id)
+            memory = self.get_artifact(caller, scope_id, ArtifactFamily.MEMORY,
+                                       citation.memory_ref.artifact_id)
             self._cited_version(memory, citation)
             cited = memory.manifest(citation.memory_ref.revision)[citation.entry_id]
-            if cited.status != ACTIVE or memory.entry_status(citation.entry_id) != ACTIVE:
+            active = EntryStatus.ACTIVE
+            if cited.status != active or memory.entry_status(citation.entry_id) != active:
                 raise MemoryEntryInactiveError("a cited memory entry is inactive",
                                                citation=citation.to_dict())
             read.append(memory)
@@ -349,7 +360,7 @@ class Records:
             payload={"operation": operation, "family": family, "artifact_id": artifact_id,
                      "revision": revision, "principal": principal,
                      "content_digest": digest(dict(content))},
-            eligibility=LINEAGE_ONLY, occurred_at=self.clock(),
+            eligibility=Eligibility.LINEAGE_ONLY, occurred_at=self.clock(),
         )
 
     @staticmethod

@@ -19,9 +19,9 @@ from application.evidence_reader import StoreEvidenceReader
 from application.records import Records
 from application.retry import retry_on_write_conflict
 from application.store import Written
-from domain.access import CONTRIBUTE, READ, REVIEW
+from domain.access import Action
 from domain.artifact import Artifact
-from domain.candidate import APPROVED, PENDING, Candidate
+from domain.candidate import Candidate, CandidateStatus
 from domain.content import skill_package, validate_content
 from domain.errors import (
     AccessRevokedError,
@@ -39,7 +39,7 @@ from domain.errors import (
 from domain.evidence.selection import ReviewedEvidence, validate_for_review
 from domain.ids import approved_artifact_id, candidate_aggregate_id
 from domain.policy import Caller, Permissions
-from domain.refs import SKILL, ArtifactRef, Lineage, MemoryCitation, SourceRef
+from domain.refs import ArtifactFamily, ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.scope import Scope
 
 REVIEW_PROVENANCE = "review"
@@ -107,7 +107,7 @@ class Reviews:
                           target: ArtifactRef | None = None) -> Written[Reviewed]:
         """A new pending Candidate; proposing the identical one again changes nothing."""
         scope = self.gate.load(scope_id)
-        self.policy.check_any(caller, scope, CONTRIBUTE, REVIEW)
+        self.policy.check_any(caller, scope, Action.CONTRIBUTE, Action.REVIEW)
         reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
         evidence = validate_for_review(reader, lineage)
         full = evidence.with_citation_roots(lineage)
@@ -124,7 +124,7 @@ class Reviews:
     @retry_on_write_conflict
     def revise_candidate(self, caller: Caller, scope_id: str, candidate_id: str,
                          expected_version: int, revision: Revision) -> Written[Reviewed]:
-        scope = self.gate.scope_for(caller, scope_id, READ)
+        scope = self.gate.scope_for(caller, scope_id, Action.READ)
         candidate = self.candidate_in(scope, candidate_id)
         if not self.policy.may_revise(caller, scope, candidate.proposer):
             raise ForbiddenError("only its proposer or a reviewer may revise a candidate",
@@ -152,9 +152,10 @@ class Reviews:
         Approving again at the approved version answers the same result; a moved target
         records ``Candidate.Conflicted`` and raises ``artifact_conflict``.
         """
-        scope = self.gate.scope_for(caller, scope_id, REVIEW)
+        scope = self.gate.scope_for(caller, scope_id, Action.REVIEW)
         candidate = self.candidate_in(scope, candidate_id)
-        if candidate.status == APPROVED and candidate.approved_version == expected_version:
+        approved = candidate.status == CandidateStatus.APPROVED
+        if approved and candidate.approved_version == expected_version:
             return Written(self._reviewed(caller, scope, candidate), None)
         candidate.check_approval_version(expected_version)
         candidate.check_approvable()
@@ -169,7 +170,7 @@ class Reviews:
     @retry_on_write_conflict
     def reject_candidate(self, caller: Caller, scope_id: str, candidate_id: str,
                          expected_version: int, reason: str) -> Written[Reviewed]:
-        scope = self.gate.scope_for(caller, scope_id, REVIEW)
+        scope = self.gate.scope_for(caller, scope_id, Action.REVIEW)
         candidate = self.candidate_in(scope, candidate_id)
         changed = candidate.reject(expected_version, reason, caller.name)
         position = self.store.commit(candidate, acted_by=caller) if changed else None
@@ -178,12 +179,12 @@ class Reviews:
     # -- reads ---------------------------------------------------------------------------------
 
     def get_candidate(self, caller: Caller, scope_id: str, candidate_id: str) -> Reviewed:
-        scope = self.gate.scope_for(caller, scope_id, READ)
+        scope = self.gate.scope_for(caller, scope_id, Action.READ)
         return self._reviewed(caller, scope, self.candidate_in(scope, candidate_id))
 
     def candidate_evidence(self, caller: Caller, scope_id: str, candidate_id: str) -> EvidenceView:
         """The current version's evidence as the reader may see it now (anchor §5.3)."""
-        scope = self.gate.scope_for(caller, scope_id, READ)
+        scope = self.gate.scope_for(caller, scope_id, Action.READ)
         candidate = self.candidate_in(scope, candidate_id)
         reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
         version = candidate.candidate_version
@@ -197,7 +198,7 @@ class Reviews:
     def skill_package(self, caller: Caller, scope_id: str, ref: ArtifactRef) -> dict[str, str]:
         """The instruction-only package of one Skill revision: SKILL.md text and its digest."""
         revision = self.records.read_revision(caller, scope_id, ref)
-        if ref.family != SKILL:
+        if ref.family != ArtifactFamily.SKILL:
             raise ReferenceNotFoundError("only Skills have packages", reference=ref.to_dict())
         return skill_package(revision.content)
 
@@ -221,7 +222,7 @@ class Reviews:
             "approver": caller.name, "run_id": candidate.run_id,
         }
         content = validate_content(candidate.family, version.proposal)
-        if candidate.family == SKILL:
+        if candidate.family == ArtifactFamily.SKILL:
             provenance["package_digest"] = skill_package(content)["digest"]
         target = candidate.target
         if target is None:
@@ -266,5 +267,5 @@ class Reviews:
                                    candidate.result.artifact_id),
                 version=candidate.result.revision)
         permissions = self.policy.candidate_permissions(caller, scope, candidate.proposer,
-                                                        candidate.status == PENDING)
+                                                        candidate.status == CandidateStatus.PENDING)
         return Reviewed(candidate, permissions, result)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from domain.access import CONTRIBUTE, READ, REVIEW, Resource
+from domain.access import Action, Resource
 from domain.errors import DomainError, ForbiddenError, ScopeNotFoundError
 
 if TYPE_CHECKING:
@@ -86,12 +86,12 @@ class AccessPolicy:
 
     def may_revise(self, caller: Caller, scope: Scope, proposer: str) -> bool:
         """A reviewer may revise any pending Candidate, a contributor the ones they proposed."""
-        return self.permits(caller, scope, REVIEW) or (
-            proposer == caller.name and self.permits(caller, scope, CONTRIBUTE))
+        return self.permits(caller, scope, Action.REVIEW) or (
+            proposer == caller.name and self.permits(caller, scope, Action.CONTRIBUTE))
 
     def candidate_permissions(self, caller: Caller, scope: Scope, proposer: str,
                               pending: bool) -> Permissions:
-        reviewer = pending and self.permits(caller, scope, REVIEW)
+        reviewer = pending and self.permits(caller, scope, Action.REVIEW)
         return Permissions(can_revise=pending and self.may_revise(caller, scope, proposer),
                            can_approve=reviewer, can_reject=reviewer)
 
@@ -100,4 +100,4 @@ class AccessPolicy:
         """Those of ``resources`` the caller may read now: read models are shared by the whole
         scope, so their rows are filtered per caller."""
         return {resource for resource in resources
-                if self.permits(caller, scope, READ, resource)}
+                if self.permits(caller, scope, Action.READ, resource)}

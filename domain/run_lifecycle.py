@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from domain.dream_queue import DreamQueue
-from domain.dream_run import PROPOSED, DreamRun
+from domain.dream_run import DreamRun, RunOutcome
 
 
 def admit(queue: DreamQueue, *, run_id: str, operation: str, requester: str,
@@ -50,8 +50,8 @@ def renew(run: DreamRun, queue: DreamQueue, attempt: int, now: datetime,
 def propose(run: DreamRun, queue: DreamQueue, attempt: int, reason: str, candidate_id: str,
             now: datetime, reused: bool = False) -> None:
     """Succeed with a Candidate (version 1), freeing the slot and the capacity it held."""
-    run.succeed(attempt, PROPOSED, reason, {"candidate_id": candidate_id, "version": 1}, now,
-                reused=reused)
+    run.succeed(attempt, RunOutcome.PROPOSED, reason,
+                {"candidate_id": candidate_id, "version": 1}, now, reused=reused)
     queue.finish(run.run_id)
 
 
