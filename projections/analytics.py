@@ -19,8 +19,8 @@ from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
-from domain.candidate import APPROVED, REJECTED, Candidate
-from domain.dream_run import FAILED, SUCCEEDED, DreamRun
+from domain.candidate import Candidate, CandidateStatus
+from domain.dream_run import DreamRun, RunStatus
 from projections.analytics_queries import AnalyticsQueries
 from projections.analytics_tables import CANDIDATE_COUNTERS, DREAM, MANUAL, PROPOSAL_COLUMNS
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
@@ -225,12 +225,12 @@ class AnalyticsProjection(Projection[AnalyticsView]):
 
     @process_event.register
     def _succeeded(self, domain_event: DreamRun.Succeeded, tracking: Tracking) -> None:
-        self.view.run_ended(domain_event.originator_id, SUCCEEDED, domain_event.outcome, None,
-                            domain_event.completed_at, tracking)
+        self.view.run_ended(domain_event.originator_id, RunStatus.SUCCEEDED, domain_event.outcome,
+                            None, domain_event.completed_at, tracking)
 
     @process_event.register
     def _failed(self, domain_event: DreamRun.Failed, tracking: Tracking) -> None:
-        self.view.run_ended(domain_event.originator_id, FAILED, None, domain_event.error,
+        self.view.run_ended(domain_event.originator_id, RunStatus.FAILED, None, domain_event.error,
                             domain_event.completed_at, tracking)
 
     @process_event.register
@@ -247,13 +247,13 @@ class AnalyticsProjection(Projection[AnalyticsView]):
 
     @process_event.register
     def _approved(self, domain_event: Candidate.Approved, tracking: Tracking) -> None:
-        self.view.candidate_decided(domain_event.originator_id, APPROVED, domain_event.version,
-                                    domain_event.timestamp, tracking)
+        self.view.candidate_decided(domain_event.originator_id, CandidateStatus.APPROVED,
+                                    domain_event.version, domain_event.timestamp, tracking)
 
     @process_event.register
     def _rejected(self, domain_event: Candidate.Rejected, tracking: Tracking) -> None:
-        self.view.candidate_decided(domain_event.originator_id, REJECTED, domain_event.version,
-                                    domain_event.timestamp, tracking)
+        self.view.candidate_decided(domain_event.originator_id, CandidateStatus.REJECTED,
+                                    domain_event.version, domain_event.timestamp, tracking)
 
 
 ANALYTICS = ProjectionSpec(AnalyticsProjection, sqlite_view=SQLiteAnalyticsView,

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from domain.candidate import APPROVED, REJECTED
-from domain.dream_run import FAILED, SUCCEEDED
+from domain.candidate import CandidateStatus
+from domain.dream_run import RunStatus
 from domain.errors import InvalidRequestError
-from domain.refs import EXPERIENCE
+from domain.refs import ArtifactFamily
 from projections.analytics_tables import (
     ACCEPTED_COLUMNS,
     CANDIDATE_COUNTERS,
@@ -127,8 +127,9 @@ class AnalyticsQueries(AnalyticsTables, ABC):
             return self._integer_sum(f"CASE WHEN decision = '{decision}' THEN 1 ELSE 0 END")
 
         rows = self._select(
-            f"SELECT operation, COUNT(*) AS decided, {decided_as(APPROVED)} AS approved, "
-            f"{decided_as(REJECTED)} AS rejected FROM {self.table('_reviews')} "
+            "SELECT operation, COUNT(*) AS decided, "
+            f"{decided_as(CandidateStatus.APPROVED)} AS approved, "
+            f"{decided_as(CandidateStatus.REJECTED)} AS rejected FROM {self.table('_reviews')} "
             f"WHERE scope_id = {p('scope_id')} AND operation IS NOT NULL "
             "GROUP BY operation ORDER BY operation", {"scope_id": scope_id})
         return [AcceptanceRate(row["operation"], int(row["decided"]), int(row["approved"]),
@@ -146,7 +147,7 @@ class AnalyticsQueries(AnalyticsTables, ABC):
         return rows[0]["latency_us"] * MICROSECOND if rows else None
 
     def cost_per_approved_experience(self, scope_id: str) -> ApprovedCost:
-        return self.cost_per_approved(scope_id, EXPERIENCE)
+        return self.cost_per_approved(scope_id, ArtifactFamily.EXPERIENCE)
 
     def cost_per_approved(self, scope_id: str, family: str) -> ApprovedCost:
         """Usage of the runs whose Candidates of ``family`` were approved, and their count."""
@@ -165,7 +166,8 @@ class AnalyticsQueries(AnalyticsTables, ABC):
             f"FROM {self.table('_reviews')} AS r JOIN {self.table('_dream_runs')} AS d "
             "ON d.scope_id = r.scope_id AND d.run_id = r.run_id "
             f"WHERE r.scope_id = {p('scope_id')} AND r.family = {p('family')} "
-            f"AND r.decision = '{APPROVED}'", {"scope_id": scope_id, "family": family})
+            f"AND r.decision = '{CandidateStatus.APPROVED}'",
+            {"scope_id": scope_id, "family": family})
         row = rows[0]
         return ApprovedCost(family, int(row["approved"]), int(row["model_calls"]),
                             int(row["input_tokens"]), int(row["output_tokens"]),
@@ -214,8 +216,8 @@ class AnalyticsQueries(AnalyticsTables, ABC):
         parts = [
             part("_accepted", {"accepted": "runs"}),
             part("_runs", {
-                "succeeded": f"CASE WHEN status = '{SUCCEEDED}' THEN runs ELSE 0 END",
-                "failed": f"CASE WHEN status = '{FAILED}' THEN runs ELSE 0 END"}),
+                "succeeded": f"CASE WHEN status = '{RunStatus.SUCCEEDED}' THEN runs ELSE 0 END",
+                "failed": f"CASE WHEN status = '{RunStatus.FAILED}' THEN runs ELSE 0 END"}),
             part("_usage", {name: name for name in USAGE_COUNTERS}),
             part("_candidates", {name: name for name in CANDIDATE_COUNTERS}),
         ]

@@ -30,7 +30,7 @@ from eventsourcing.projection import Projection
 from domain.artifact import Artifact
 from domain.canonical import canonical_json
 from domain.errors import InvalidRequestError
-from domain.refs import EXPERIENCE, SKILL, Lineage
+from domain.refs import ArtifactFamily, Lineage
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
 from projections.base import ProjectionSpec, ProjectionView
 from projections.checks import check_optional_choice
@@ -49,7 +49,7 @@ from projections.paging import check_limit
 from projections.times import to_micros
 
 DEFAULT_LIMIT = 20
-KNOWLEDGE_FAMILIES = (EXPERIENCE, SKILL)
+KNOWLEDGE_FAMILIES = (ArtifactFamily.EXPERIENCE, ArtifactFamily.SKILL)
 REVIEW = "review"  # provenance kind of a revision written by approving a Candidate
 Q_MAX_CHARS = 256
 EXPERIENCE_TEXT_FIELDS = ("situation", "action", "outcome", "lesson", "failure")
@@ -130,9 +130,9 @@ def is_approved(provenance: Mapping[str, Any]) -> bool:
 
 def search_text(family: str, content: Mapping[str, Any]) -> str:
     """The prose of a content object, one field a line, in a fixed field order."""
-    fields = EXPERIENCE_TEXT_FIELDS if family == EXPERIENCE else SKILL_TEXT_FIELDS
+    fields = EXPERIENCE_TEXT_FIELDS if family == ArtifactFamily.EXPERIENCE else SKILL_TEXT_FIELDS
     parts = [content[name] for name in fields if isinstance(content.get(name), str)]
-    if family == SKILL:
+    if family == ArtifactFamily.SKILL:
         parts += [item for item in content.get("validation", ()) if isinstance(item, str)]
     return stored_text("\n".join(parts))
 
@@ -221,7 +221,8 @@ class KnowledgeView(ProjectionView, ABC):
                 "proposer": str(provenance["proposer"]),
                 "approver": str(provenance["approver"]),
                 "run_id": provenance.get("run_id"),
-                "package_digest": provenance.get("package_digest") if family == SKILL else None,
+                "package_digest": (provenance.get("package_digest")
+                                   if family == ArtifactFamily.SKILL else None),
                 "approved_at": to_micros(approved.approved_at),
                 "position": tracking.notification_id,
                 "search_text": search_text(family, approved.content),

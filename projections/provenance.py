@@ -37,7 +37,14 @@ from domain.access import Resource
 from domain.artifact import Artifact
 from domain.candidate import Candidate
 from domain.errors import DomainError, InvalidRequestError
-from domain.refs import MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef, check_family
+from domain.refs import (
+    ArtifactFamily,
+    ArtifactRef,
+    Lineage,
+    MemoryCitation,
+    SourceRef,
+    check_family,
+)
 from domain.text import has_control_characters
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
 from projections.base import ProjectionSpec, ProjectionView
@@ -151,7 +158,7 @@ def guarding_resource(kind: str, key: str) -> Resource | None:
             family, _, rest = key.partition("/")
             return Resource.artifact(family, rest.rpartition("@")[0])
         if kind == ENTRY_VERSION:
-            return Resource.artifact(MEMORY, key.partition("/")[0])
+            return Resource.artifact(ArtifactFamily.MEMORY, key.partition("/")[0])
     except DomainError as error:
         raise InvalidRequestError(f"{key!r} is not a {kind} key", field="key",
                                   kind=kind) from error

@@ -24,7 +24,7 @@ from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
-from domain.candidate import APPROVED, CANDIDATE_FAMILIES, PENDING, REJECTED, Candidate
+from domain.candidate import CANDIDATE_FAMILIES, Candidate, CandidateStatus
 from domain.canonical import canonical_json
 from domain.errors import InvalidIdentifierError
 from domain.refs import ArtifactRef
@@ -53,7 +53,7 @@ from projections.paging import (
 from projections.times import to_micros
 
 DEFAULT_LIMIT = 50
-STATUSES = (PENDING, APPROVED, REJECTED)
+STATUSES = (CandidateStatus.PENDING, CandidateStatus.APPROVED, CandidateStatus.REJECTED)
 CANDIDATE_ID_MAX = 128  # domain.text.check_identifier's default, which Candidate.propose uses
 _CURSOR_TAG = "inbox:"  # so a cursor of another list (e.g. runs) is not taken for one of these
 # The tag, then the id in UTF-8: up to 4 bytes a character.
@@ -174,7 +174,8 @@ class ReviewInboxView(ProjectionView, ABC):
         at = to_micros(event.timestamp)
         values: dict[str, object] = {
             "aggregate_id": str(event.originator_id), "scope_id": event.scope_id,
-            "candidate_id": event.candidate_id, "family": event.family, "status": PENDING,
+            "candidate_id": event.candidate_id, "family": event.family,
+            "status": CandidateStatus.PENDING,
             "version": 1, "target": _ref_json(event.target),
             "reason": stored_text(event.reason), "conflict": False, "conflict_code": None,
             "proposer": event.proposer, "run_id": event.run_id, "proposed_at": at,
@@ -196,13 +197,13 @@ class ReviewInboxView(ProjectionView, ABC):
 
     def candidate_approved(self, aggregate_id: UUID, result: ArtifactRef, approver: str,
                            at: datetime, tracking: Tracking) -> None:
-        self._decided(aggregate_id, tracking, at, status=APPROVED, result=_ref_json(result),
-                      decided_by=approver)
+        self._decided(aggregate_id, tracking, at, status=CandidateStatus.APPROVED,
+                      result=_ref_json(result), decided_by=approver)
 
     def candidate_rejected(self, aggregate_id: UUID, reason: str, reviewer: str, at: datetime,
                            tracking: Tracking) -> None:
-        self._decided(aggregate_id, tracking, at, status=REJECTED, decided_by=reviewer,
-                      decision_reason=stored_text(reason))
+        self._decided(aggregate_id, tracking, at, status=CandidateStatus.REJECTED,
+                      decided_by=reviewer, decision_reason=stored_text(reason))
 
     def _decided(self, aggregate_id: UUID, tracking: Tracking, at: datetime,
                  **columns: object) -> None:
@@ -215,7 +216,7 @@ class ReviewInboxView(ProjectionView, ABC):
 
     # -- queries --------------------------------------------------------------------------------
 
-    def list_candidates(self, scope_id: str, *, status: str | None = PENDING,
+    def list_candidates(self, scope_id: str, *, status: str | None = CandidateStatus.PENDING,
                         family: str | None = None, cursor: str | None = None,
                         limit: int = DEFAULT_LIMIT,
                         ) -> tuple[list[CandidateSummary], str | None]:
@@ -241,7 +242,7 @@ class ReviewInboxView(ProjectionView, ABC):
                                   {"scope_id": scope_id, "candidate_id": candidate_id})
         return _summary(rows[0]) if rows else None
 
-    def count(self, scope_id: str, status: str | None = PENDING,
+    def count(self, scope_id: str, status: str | None = CandidateStatus.PENDING,
               family: str | None = None) -> int:
         """Candidates of one scope with ``status`` and ``family`` (``None``: any)."""
         filters = _checked_filters(scope_id, status, family)

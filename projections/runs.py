@@ -25,7 +25,7 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from domain.canonical import canonical_json
-from domain.dream_run import FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL, DreamRun
+from domain.dream_run import TERMINAL, DreamRun, RunStatus
 from domain.text import has_control_characters
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
 from projections.base import ProjectionSpec, ProjectionView
@@ -181,7 +181,7 @@ class RunsView(ProjectionView, ABC):
     def run_accepted(self, run: NewRun, tracking: Tracking) -> None:
         values: dict[str, object] = {
             "aggregate_id": str(run.aggregate_id), "scope_id": run.scope_id,
-            "run_id": run.run_id, "operation": run.operation, "status": QUEUED,
+            "run_id": run.run_id, "operation": run.operation, "status": RunStatus.QUEUED,
             "outcome": None, "error": None,
             "target": None if run.target is None else canonical_json(run.target),
             "candidate_id": None, "candidate_version": None,
@@ -196,7 +196,7 @@ class RunsView(ProjectionView, ABC):
     def run_started(self, aggregate_id: UUID, attempt_count: int, started_at: datetime,
                     model_config_id: str, tracking: Tracking,
                     lease_expires_at: datetime | None = None) -> None:
-        self._change(aggregate_id, tracking, status=RUNNING, attempt_count=attempt_count,
+        self._change(aggregate_id, tracking, status=RunStatus.RUNNING, attempt_count=attempt_count,
                      started_at=to_micros(started_at), model_config_id=model_config_id,
                      lease_expires_at=optional_micros(lease_expires_at))
 
@@ -205,12 +205,12 @@ class RunsView(ProjectionView, ABC):
         self._change(aggregate_id, tracking, lease_expires_at=to_micros(lease_expires_at))
 
     def run_requeued(self, aggregate_id: UUID, tracking: Tracking) -> None:
-        self._change(aggregate_id, tracking, status=QUEUED, lease_expires_at=None)
+        self._change(aggregate_id, tracking, status=RunStatus.QUEUED, lease_expires_at=None)
 
     def run_succeeded(self, aggregate_id: UUID, outcome: str,
                       candidate: Mapping[str, Any] | None, reused: bool,
                       completed_at: datetime, tracking: Tracking) -> None:
-        self._change(aggregate_id, tracking, status=SUCCEEDED, outcome=outcome,
+        self._change(aggregate_id, tracking, status=RunStatus.SUCCEEDED, outcome=outcome,
                      candidate_id=None if candidate is None else candidate["candidate_id"],
                      candidate_version=None if candidate is None else candidate["version"],
                      reused=reused, completed_at=to_micros(completed_at),
@@ -218,7 +218,7 @@ class RunsView(ProjectionView, ABC):
 
     def run_failed(self, aggregate_id: UUID, error: str, completed_at: datetime,
                    tracking: Tracking) -> None:
-        self._change(aggregate_id, tracking, status=FAILED, error=error,
+        self._change(aggregate_id, tracking, status=RunStatus.FAILED, error=error,
                      completed_at=to_micros(completed_at), lease_expires_at=None)
 
     def _change(self, aggregate_id: UUID, tracking: Tracking, **columns: object) -> None:
@@ -265,9 +265,10 @@ class RunsView(ProjectionView, ABC):
         return [_summary(row) for row in self._select(
             f"SELECT {columns} FROM (SELECT {columns}, ROW_NUMBER() OVER (PARTITION BY "
             f"scope_id, operation ORDER BY accepted_at, run_id) AS turn FROM {self.table()} "
-            f"WHERE status = '{QUEUED}' OR (status = '{RUNNING}' AND lease_expires_at < "
-            f"{p('now')})) AS inbox WHERE turn = 1 ORDER BY accepted_at, run_id "
-            f"LIMIT {p('limit')}", {"now": to_micros(now), "limit": limit})]
+            f"WHERE status = '{RunStatus.QUEUED}' OR (status = '{RunStatus.RUNNING}' "
+            f"AND lease_expires_at < {p('now')})) AS inbox "
+            f"WHERE turn = 1 ORDER BY accepted_at, run_id LIMIT {p('limit')}",
+            {"now": to_micros(now), "limit": limit})]
 
 
 def _summary(row: Row) -> RunSummary:
