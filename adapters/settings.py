@@ -40,6 +40,12 @@ class Settings(BaseSettings):
     read_wait_seconds: float = Field(default=2.0, ge=0.0, le=60.0, description=(
         "How long a read-model read waits for its view to reach the store's head as of the "
         "request's arrival (read-your-writes); past it: 503 read_model_behind."))
+    host_views: bool = Field(default=True, description=(
+        "Compete to host the read models (one elected host per view across all processes); "
+        "false: this API process only follows views hosted by others."))
+    view_failover_seconds: float = Field(default=5.0, gt=0.0, le=600.0, description=(
+        "How soon a process takes over a read model whose host went away: it tries for the "
+        "view's lock every fifth of this."))
     sqlite_lock_timeout: int = Field(default=10, ge=1,
                                      description="Seconds a writer waits for the SQLite lock.")
     postgres_pool_size: int = Field(default=5, ge=1, le=100)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
-from adapters.store.projection_runtime import SharedFeed, start_projection, store_fetch
+from adapters.store.projection_runtime import start_projection
+from adapters.store.shared_feed import SharedFeed, store_fetch
 from application.bootstrap import Dreaming
 from domain.budget import effective_budget
 from domain.canonical import digest

@@ -1,12 +1,16 @@
-"""Commands that run the service on this machine: demo, serve, worker, openapi and bench."""
+"""Commands that run the service on this machine: demo, serve, worker, project, openapi and
+bench."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import threading
+from contextlib import ExitStack
+from functools import partial
 
 from adapters.cli.demo import default_scope_id, progress, render, run_demo
 from adapters.cli.options import Commands, add_store_options, settings_from
@@ -44,9 +48,26 @@ def _bench(args: argparse.Namespace) -> int:
     return code
 
 
+def _log_view_roles() -> None:
+    """Show operators which process hosts which read model (INFO, on stderr)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    runtime = logging.getLogger("adapters.store.projection_runtime")
+    runtime.addHandler(handler)
+    runtime.setLevel(logging.INFO)
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
 def _serve(args: argparse.Namespace) -> int:
     from adapters.http.server import serve  # noqa: PLC0415 - keeps the CLI start fast
 
+    _log_view_roles()
     settings = settings_from(args)
     if args.access:
         settings = settings.model_copy(update={"access": args.access})
@@ -63,9 +84,7 @@ def _worker(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.workers is not None:
         settings = settings.model_copy(update={"workers": args.workers})
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = _stop_on_signals()
     app = when_store_answers(lambda: open_dreaming(settings), stop)
     view = None if app is None else when_store_answers(lambda: open_view(RUNS, settings), stop)
     try:
@@ -79,6 +98,36 @@ def _worker(args: argparse.Namespace) -> int:
             view.close()
         if app is not None:
             app.close()
+    return 0
+
+
+def _project(args: argparse.Namespace) -> int:
+    """Compete for every read model until SIGTERM/SIGINT: host the ones won, stand by for the
+    others (taking over when their host goes away)."""
+    from adapters.store.projection_runtime import start_projection  # noqa: PLC0415
+    from adapters.store.shared_feed import SharedFeed  # noqa: PLC0415
+    from adapters.store.view_host import view_lease  # noqa: PLC0415
+    from adapters.workers.pool import when_store_answers  # noqa: PLC0415
+    from projections.catalog import READ_MODELS  # noqa: PLC0415
+
+    # Hosting is this command's whole job, whatever a shared settings file says for the APIs.
+    settings = settings_from(args).model_copy(update={"host_views": True})
+    stop = _stop_on_signals()
+    _log_view_roles()
+    with ExitStack() as stack:  # stops in reverse: the runners, then the feed
+        feed = when_store_answers(partial(SharedFeed, settings), stop)
+        if feed is None:
+            return 0
+        stack.callback(feed.close)
+        for spec in READ_MODELS:
+            runner = when_store_answers(partial(start_projection, spec, settings, feed,
+                                                view_lease(settings, spec.name)), stop)
+            if runner is None:
+                return 0
+            stack.callback(runner.stop)
+        print(f"dream project: competing to host {len(READ_MODELS)} read models",
+              file=sys.stderr, flush=True)
+        stop.wait()
     return 0
 
 
@@ -109,6 +158,15 @@ def add_commands(commands: Commands) -> None:
     worker.add_argument("--workers", type=int, help="concurrent generations (DREAM_WORKERS)")
     add_store_options(worker)
     worker.set_defaults(handler=_worker)
+
+    project = commands.add_parser(
+        "project", help="host the read models (scaled mode): no HTTP, no workers",
+        description="Compete with every other process on the store for the read models: for "
+        "each one, the process holding its lock applies the events and the others follow, "
+        "taking over within DREAM_VIEW_FAILOVER_SECONDS when the host goes away. Serves no "
+        "HTTP and executes no runs; stops cleanly on SIGTERM/SIGINT.")
+    add_store_options(project)
+    project.set_defaults(handler=_project)
 
     openapi = commands.add_parser("openapi", help="print the OpenAPI schema")
     add_store_options(openapi)

@@ -17,7 +17,9 @@ from adapters.http.review_page import review_page_router
 from adapters.http.routes import ops, router
 from adapters.http.token_routes import tokens_router
 from adapters.settings import Settings
-from adapters.store.projection_runtime import SharedFeed, start_projection
+from adapters.store.projection_runtime import start_projection
+from adapters.store.shared_feed import SharedFeed
+from adapters.store.view_host import view_lease
 from adapters.workers.pool import worker_pool
 from application.bootstrap import Dreaming
 from projections.catalog import READ_MODELS
@@ -65,7 +67,8 @@ def create_app(dreaming: Dreaming, settings: Settings,
             api.state.read_models = {}
             stack.callback(_stop_all_quietly, api.state.read_models)  # the ones started
             for spec in READ_MODELS:
-                api.state.read_models[spec.name] = start_projection(spec, settings, feed)
+                api.state.read_models[spec.name] = start_projection(
+                    spec, settings, feed, view_lease(settings, spec.name))
             api.state.workers = None
             if settings.workers:
                 runs = api.state.read_models[RUNS.name]

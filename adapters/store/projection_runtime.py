@@ -8,6 +8,11 @@ costs one commit per batch rather than one per event. It wakes when it is told t
 store announces a commit (LISTEN/NOTIFY), and every ``poll`` seconds in any case (SQLite has no
 NOTIFY). Views live where ``adapters.store.persistence.view_env`` puts them.
 
+Given a lease (``adapters.store.view_host``), a runner applies events only while it holds it:
+one elected host per view across every process of a store. Without it the runner *follows*:
+its position is the view's tracking position as the host committed it, polled while a reader
+waits, and it tries for the lease again every fifth of ``DREAM_VIEW_FAILOVER_SECONDS``.
+
 A store error never stops a runner for good: it reports itself degraded, with the reason
 (:meth:`RunningProjection.status`), retries with capped backoff and resumes from the view's
 tracking position, which moves only with committed rows, so nothing is skipped or applied
@@ -20,11 +25,10 @@ from __future__ import annotations
 import logging
 import random
 import sqlite3
-from bisect import bisect_right
 from collections.abc import Callable
 from contextlib import closing, suppress
 from dataclasses import dataclass
-from threading import Condition, Event, Lock, Thread
+from threading import Condition, Event, Thread
 from time import monotonic, sleep
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -44,6 +48,8 @@ from psycopg.sql import SQL, Identifier
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
 from adapters.store.persistence import open_store, projection_env
+from adapters.store.shared_feed import BATCH_EVENTS, Fetch, store_fetch
+from adapters.store.view_host import ViewLease
 from projections.base import (
     STORE_ERRORS,
     BatchAbortedError,
@@ -55,16 +61,14 @@ from projections.base import (
 Progress = Callable[[str, int, int], None]  # projection, position reached, target
 P = ParamSpec("P")
 R = TypeVar("R")
-Decoded = tuple[Any, Tracking]  # a domain event and its position
-Fetch = Callable[[int, int, int], list[Decoded]]  # after, up to (inclusive), at most
 
 DEFAULT_WAIT_SECONDS = 5.0
-BATCH_EVENTS = 1_000
 POLL_SECONDS = 0.05  # how stale a view may get without a wake-up (writes of other processes)
 NOTIFY_POLL_SECONDS = 0.5  # on PostgreSQL, NOTIFY wakes the runner; the poll is a safety net
 COALESCE_SECONDS = 0.02  # the delay before applying what no reader waits for yet
 FRESH_WAIT_SECONDS = 0.2
-FEED_KEEP_EVENTS = 5_000  # decoded events a SharedFeed holds for the views behind the first
+FOLLOW_POLL_SECONDS = 0.015  # how often a follower re-reads the view's position for a reader
+ELECTIONS_PER_FAILOVER = 5  # a follower tries for the lease this often per failover bound
 SCHEMA_ATTEMPTS = 5
 SCHEMA_RETRY_SECONDS = 0.05
 FIRST_RETRY_SECONDS = 0.05  # then doubling to adapters.store.backoff's cap (2 s)
@@ -116,68 +120,19 @@ def open_view(spec: ProjectionSpec[TView], settings: Settings) -> TView:
     raise AssertionError  # unreachable: the last attempt returns or raises
 
 
-def store_fetch(app: Application[Any]) -> Fetch:
-    """Read and decode notifications straight from the application's store."""
-
-    def fetch(after: int, stop: int, limit: int) -> list[Decoded]:
-        notifications = app.recorder.select_notifications(start=after + 1, limit=limit,
-                                                          stop=stop)
-        return [(app.mapper.to_domain_event(n), Tracking(app.name, n.id))
-                for n in notifications]
-
-    return fetch
-
-
-class SharedFeed:
-    """Notifications read and decoded once for every view of a process: the first runner to
-    ask fetches them, the others (usually a moment behind) take them from here. A runner far
-    behind what is held reads the store itself, so it never evicts what the others need."""
-
-    def __init__(self, settings: Settings, keep: int = FEED_KEEP_EVENTS) -> None:
-        self.app: Application[Any] = open_store(settings)
-        self._fetch = store_fetch(self.app)
-        self._keep = keep
-        self._lock = Lock()
-        self._ids: list[int] = []
-        self._events: list[Decoded] = []
-        self._low = self._high = -1  # every notification in (low, high] is held
-
-    def __call__(self, after: int, stop: int, limit: int) -> list[Decoded]:
-        with self._lock:
-            if after < self._low:
-                return self._fetch(after, stop, limit)
-            if after > self._high:
-                self._ids, self._events, self._low, self._high = [], [], after, after
-            if stop > self._high:
-                self._extend(stop)
-            first = bisect_right(self._ids, after)
-            last = bisect_right(self._ids, stop, lo=first)
-            answer = self._events[first:min(last, first + limit)]
-            self._trim()  # after answering: what this caller asked for may be among the oldest
-            return answer
-
-    def _extend(self, stop: int) -> None:
-        fetched = self._fetch(self._high, stop, BATCH_EVENTS)
-        self._ids += [tracking.notification_id for _, tracking in fetched]
-        self._events += fetched
-        self._high = stop if len(fetched) < BATCH_EVENTS else self._ids[-1]
-
-    def _trim(self) -> None:
-        if len(self._ids) > self._keep:
-            dropped = len(self._ids) - self._keep
-            self._low = self._ids[dropped - 1]
-            del self._ids[:dropped], self._events[:dropped]
-
-    def close(self) -> None:
-        self.app.close()
-
-
 class RunningProjection(Generic[TView]):
     """A projection following its application on a background thread; a context manager."""
 
     def __init__(self, spec: ProjectionSpec[TView], settings: Settings,
-                 feed: Fetch | None = None) -> None:
+                 feed: Fetch | None = None, lease: ViewLease | None = None) -> None:
         self.spec = spec
+        # Without a lease this runner hosts unconditionally (one process owns the store).
+        self._lease = lease
+        self._hosting = lease is None
+        self._elect_every = settings.view_failover_seconds / ELECTIONS_PER_FAILOVER
+        self._next_election = 0.0
+        self._waiters = 0  # readers blocked in wait(): a follower then polls the view fast
+        self._role_announced: bool | None = None
         self.app: Application[Any] = spec.application(env=projection_env(settings, spec.name))
         self.app_name: str = self.app.name
         self._fetch = feed or store_fetch(self.app)
@@ -191,7 +146,7 @@ class RunningProjection(Generic[TView]):
         self._urgent = Event()  # and a reader waits for it
         self._stopping = Event()
         listens = isinstance(self.app.recorder, PostgresApplicationRecorder)
-        self._poll = NOTIFY_POLL_SECONDS if listens else POLL_SECONDS
+        self._poll = min(NOTIFY_POLL_SECONDS if listens else POLL_SECONDS, self._elect_every)
         self._threads = [Thread(target=self._follow, daemon=True, name=f"view-{self.name}")]
         if listens:
             self._threads.append(Thread(target=self._listen, daemon=True,
@@ -202,6 +157,11 @@ class RunningProjection(Generic[TView]):
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def hosting(self) -> bool:
+        """Whether this runner applies events (else it follows the view's elected host)."""
+        return self._hosting
 
     # -- progress -------------------------------------------------------------------------------
 
@@ -240,15 +200,19 @@ class RunningProjection(Generic[TView]):
         self._check_running()
         if position is None or self._position >= position:
             return
-        self.wake()
         deadline = monotonic() + timeout
         with self._changed:
-            while self._position < position:
-                self._check_running()
-                remaining = deadline - monotonic()
-                if remaining <= 0:
-                    self._raise_behind(position)
-                self._changed.wait(remaining)
+            self._waiters += 1
+            self.wake()
+            try:
+                while self._position < position:
+                    self._check_running()
+                    remaining = deadline - monotonic()
+                    if remaining <= 0:
+                        self._raise_behind(position)
+                    self._changed.wait(remaining)
+            finally:
+                self._waiters -= 1
 
     def catch_up(self, timeout: float = DEFAULT_WAIT_SECONDS) -> int:
         """Wait for everything recorded so far; the position reached."""
@@ -288,18 +252,61 @@ class RunningProjection(Generic[TView]):
             self._wakeup.clear()  # a wake-up from now on triggers another round
             self._urgent.clear()
             try:
-                self._catch_up()
+                self._elect()
+                if self._hosting:
+                    self._catch_up()
+                else:
+                    self._observe()
             except Exception as error:  # store trouble or a bug: report it, retry, never stop
                 self._failed(error)
                 self._stopping.wait(backoff.next())
                 continue
             self._recovered()
             backoff.reset()
-            self._wakeup.wait(self._poll)
-            if not self._urgent.is_set():
-                # Nobody waits: let a burst of commits gather into one batch, and leave the
-                # processor to the views readers are waiting for.
-                self._urgent.wait(COALESCE_SECONDS)
+            self._rest()
+
+    def _rest(self) -> None:
+        if not self._hosting and self._waiters:
+            # Another process applies the events: only polling shows its progress.
+            self._stopping.wait(FOLLOW_POLL_SECONDS)
+            return
+        self._wakeup.wait(self._poll)
+        if self._hosting and not self._urgent.is_set():
+            # Nobody waits: let a burst of commits gather into one batch, and leave the
+            # processor to the views readers are waiting for.
+            self._urgent.wait(COALESCE_SECONDS)
+
+    def _elect(self) -> None:
+        """Host while holding the view's lease; otherwise try for it every fifth of the
+        failover bound."""
+        if self._lease is None or monotonic() < self._next_election:
+            return
+        self._next_election = monotonic() + self._elect_every
+        if self._hosting:
+            if not self._lease.still_held():
+                self._set_role(hosting=False)
+            return
+        if self._lease.try_acquire():
+            # Resume exactly where the previous host's last committed batch ended.
+            self._advance(self.view.max_tracking_id(self.app_name) or 0)
+            self._set_role(hosting=True)
+        elif self._role_announced is None:
+            self._set_role(hosting=False)
+
+    def _set_role(self, *, hosting: bool) -> None:
+        self._hosting = hosting
+        if self._role_announced != hosting:
+            self._role_announced = hosting
+            if hosting:
+                logger.info("now hosting view %s", self.name)
+            else:
+                logger.info("following view %s hosted elsewhere", self.name)
+
+    def _observe(self) -> None:
+        """As a follower: the position is what the host has committed to the view."""
+        position = self.view.max_tracking_id(self.app_name) or 0
+        if position > self._position:
+            self._advance(position)
 
     def _catch_up(self) -> None:
         if not self._status.healthy:  # a failed batch may have committed: trust the view
@@ -371,6 +378,9 @@ class RunningProjection(Generic[TView]):
         deadline = monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - monotonic()))
+        if self._lease is not None:  # hand the view over before closing what it needs
+            with suppress(Exception):
+                self._lease.release()
         for resource in (self.app, self.view):
             try:
                 resource.close()
@@ -387,10 +397,12 @@ class RunningProjection(Generic[TView]):
 
 
 def start_projection(spec: ProjectionSpec[TView], settings: Settings,
-                     feed: Fetch | None = None) -> RunningProjection[TView]:
+                     feed: Fetch | None = None,
+                     lease: ViewLease | None = None) -> RunningProjection[TView]:
     """Start following the write model from the view's tracking position (through ``feed``,
-    a :class:`SharedFeed` of the process, when given)."""
-    return RunningProjection(spec, settings, feed)
+    a :class:`SharedFeed` of the process, when given). With a ``lease`` the runner applies
+    events only while it holds it, and otherwise follows the view another process hosts."""
+    return RunningProjection(spec, settings, feed, lease)
 
 
 def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
