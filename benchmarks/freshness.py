@@ -1,9 +1,10 @@
 """Freshness benchmark: from a run's admission to the runs list that shows it, over HTTP.
 
-``dream serve`` runs in its own process (access enforced) in both deployment shapes: embedded
-(its two in-process workers execute every run) and scaled (the API process runs no workers;
-a ``dream worker`` process executes the runs). Either way every run is executed in the
-background, so the views are as busy as in real use. A client admits a run
+``dream serve`` runs in its own process (access enforced) in three deployment shapes: embedded
+(its two in-process workers execute every run), scaled (the API process runs no workers;
+a ``dream worker`` process executes the runs) and split (as scaled, and the read models are
+hosted by a ``dream project`` process while the API only follows them). Either way every run
+is executed in the background, so the views are as busy as in real use. A client admits a run
 (``POST /v1/scopes/{s}/dream``, 202) and lists at once (``GET /v1/scopes/{s}/dream?limit=1``,
 no ``after``): the list answers only once its view holds every event recorded before it was
 asked, so the run is in the first answer, and the sample is the time from the 202 to that
@@ -56,8 +57,9 @@ class Sizes:
 FULL_SIZES = Sizes(3, 200, 20)
 QUICK_SIZES = Sizes(2, 25, 5)
 CASES = ("alone", f"beside {BACKGROUND_WRITERS} writers")
-# topology -> (DREAM_WORKERS of dream serve, dream worker processes beside it)
-TOPOLOGIES = {"embedded": (2, 0), "scaled": (0, 1)}
+# topology -> (DREAM_WORKERS of dream serve, dream worker processes beside it, whether the
+# read models are hosted by a `dream project` process while the API only follows them)
+TOPOLOGIES = {"embedded": (2, 0, False), "scaled": (0, 1, False), "split": (0, 1, True)}
 
 
 @dataclass
@@ -196,10 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     server_version = None
     for store in args.stores:
         try:
-            for topology, (workers, worker_processes) in TOPOLOGIES.items():
+            for topology, (workers, worker_processes, view_host) in TOPOLOGIES.items():
                 with STORES[store]() as handle, running_server(
-                        handle.settings, workers=workers,
-                        worker_processes=worker_processes) as server:
+                        handle.settings, workers=workers, worker_processes=worker_processes,
+                        view_host=view_host) as server:
                     server_version = handle.server_version or server_version
                     measurements += benchmark_server(server, store, topology, sizes, progress)
         except PostgresUnavailableError as error:

@@ -119,31 +119,37 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def running_server(settings: Settings, *, workers: int | None = None,
-                   worker_processes: int = 0) -> Iterator[Server]:
+                   worker_processes: int = 0, view_host: bool = False) -> Iterator[Server]:
     """``dream serve`` in a child process on a free port (``workers``: its DREAM_WORKERS, else
-    the default), beside ``worker_processes`` ``dream worker`` processes; output goes to temp
-    logs."""
+    the default), beside ``worker_processes`` ``dream worker`` processes; with ``view_host``
+    the read models are hosted by a ``dream project`` process and the API only follows them.
+    Output goes to temp logs."""
     port = free_port()
     base_url = f"http://{HOST}:{port}"
     env = {**os.environ, **({} if workers is None else {"DREAM_WORKERS": str(workers)})}
     with tempfile.TemporaryDirectory(prefix="bench-http-log-") as log_dir, ExitStack() as stack:
         log = Path(log_dir) / "server.log"
         sink = stack.enter_context(log.open("wb"))
+        if view_host:
+            env["DREAM_HOST_VIEWS"] = "false"
+            host = subprocess.Popen(role_command("project", settings), stdout=sink,
+                                    stderr=subprocess.STDOUT, env=os.environ.copy())
+            stack.callback(stop, host)
         process = subprocess.Popen(serve_command(settings, port), stdout=sink,
                                    stderr=subprocess.STDOUT, env=env)
         stack.callback(stop, process)
         wait_until_healthy(process, base_url, log)
         for _ in range(worker_processes):
-            worker = subprocess.Popen(worker_command(settings), stdout=sink,
+            worker = subprocess.Popen(role_command("worker", settings), stdout=sink,
                                       stderr=subprocess.STDOUT, env=os.environ.copy())
             stack.callback(stop, worker)
         token = (settings.data_dir / "admin-token").read_text().strip()
         yield Server(base_url, token)
 
 
-def worker_command(settings: Settings) -> list[str]:
-    command = [sys.executable, "-m", "adapters.cli", "worker", "--data-dir",
-               str(settings.data_dir)]
+def role_command(role: str, settings: Settings) -> list[str]:
+    """``dream worker`` or ``dream project`` on the store of ``settings``."""
+    command = [sys.executable, "-m", "adapters.cli", role, "--data-dir", str(settings.data_dir)]
     if settings.database_url:
         command += ["--database-url", settings.database_url]
     return command
