@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from adapters.settings import Settings
+from adapters.store import projection_runtime
 from adapters.store.projection_runtime import RunningProjection, start_projection
 from adapters.store.view_host import SqliteViewLease, advisory_key, view_lease
 from application.bootstrap import Dreaming
@@ -175,6 +176,32 @@ def test_a_follower_reads_its_writes_and_takes_over_when_the_host_stops(
     assert time.monotonic() - started < FAILOVER_SECONDS + READ_WAIT_SECONDS
     assert run_id in listed_ids(follower)
     assert len(listed_ids(follower)) == 6
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("settings", ["postgres"], indirect=True)  # signals are NOTIFY
+def test_on_postgres_a_followers_reader_wakes_the_host_and_hears_it_applied(
+        settings: Settings, app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the host's coalescing delay and the follower's poll both made long, a read through
+    the follower is still prompt: it NOTIFYs the host to apply at once, and the host NOTIFYs
+    when it has."""
+    monkeypatch.setattr(projection_runtime, "COALESCE_SECONDS", 3.0)
+    monkeypatch.setattr(projection_runtime, "FOLLOW_POLL_SECONDS", 3.0)
+    app.records.create_scope(LOCAL, "s")
+    app.records.record_source(LOCAL, "s", "task", "t", text="Pinned the digest.")
+    app.records.create_artifact(LOCAL, "s", "experience", "x", EXPERIENCE, principal="svc",
+                                lineage=Lineage(sources=(SourceRef("task", "t"),)))
+    fast = settings.model_copy(update={"view_failover_seconds": FAILOVER_SECONDS})
+    with start_projection(RUNS, fast, lease=view_lease(fast, "runs")) as host:
+        wait_for(lambda: host.hosting, 5, "the first runner hosts")
+        with start_projection(RUNS, fast, lease=view_lease(fast, "runs")) as follower:
+            follower.wait(app.store.max_position(), timeout=10)  # settled
+            for n in range(3):
+                run_id, position = admit_run(app, f"k{n}")
+                started = time.monotonic()
+                follower.wait(position, timeout=10)
+                assert time.monotonic() - started < 1.5
+                assert run_id in listed_ids(follower)
 
 
 def test_a_runner_told_not_to_host_only_follows(settings: Settings, app: Dreaming) -> None:

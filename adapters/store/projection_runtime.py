@@ -147,6 +147,13 @@ class RunningProjection(Generic[TView]):
         self._stopping = Event()
         listens = isinstance(self.app.recorder, PostgresApplicationRecorder)
         self._poll = min(NOTIFY_POLL_SECONDS if listens else POLL_SECONDS, self._elect_every)
+        # Across processes on PostgreSQL: a follower's reader asks the host to apply at once
+        # ("wake"), and the host says when it has ("applied"), instead of both waiting a poll.
+        recorder = self.app.recorder
+        base = recorder.channel_name if isinstance(recorder, PostgresApplicationRecorder) else ""
+        self._wake_channel = f"{base}_{self.name}_wake"
+        self._applied_channel = f"{base}_{self.name}_applied"
+        self._listens = listens
         self._threads = [Thread(target=self._follow, daemon=True, name=f"view-{self.name}")]
         if listens:
             self._threads.append(Thread(target=self._listen, daemon=True,
@@ -201,6 +208,8 @@ class RunningProjection(Generic[TView]):
         if position is None or self._position >= position:
             return
         deadline = monotonic() + timeout
+        if not self._hosting:
+            self._signal(self._wake_channel)
         with self._changed:
             self._waiters += 1
             self.wake()
@@ -267,8 +276,8 @@ class RunningProjection(Generic[TView]):
 
     def _rest(self) -> None:
         if not self._hosting and self._waiters:
-            # Another process applies the events: only polling shows its progress.
-            self._stopping.wait(FOLLOW_POLL_SECONDS)
+            # Another process applies the events: its "applied" signal or a poll shows it.
+            self._wakeup.wait(FOLLOW_POLL_SECONDS)
             return
         self._wakeup.wait(self._poll)
         if self._hosting and not self._urgent.is_set():
@@ -316,6 +325,17 @@ class RunningProjection(Generic[TView]):
             apply_events(self.app, self._projection, self.view, head,
                          progress=lambda _, position, __: self._advance(position),
                          start=self._position, fetch=self._fetch)
+            if self._lease is not None:  # there may be followers in other processes
+                self._signal(self._applied_channel)
+
+    def _signal(self, channel: str) -> None:
+        """NOTIFY ``channel`` on PostgreSQL (a hint: losing one costs a poll, nothing more)."""
+        if not self._listens:
+            return
+        recorder = self.app.recorder
+        assert isinstance(recorder, PostgresApplicationRecorder)
+        with suppress(Exception), recorder.datastore.transaction(commit=True) as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", (channel,))
 
     def _advance(self, position: int) -> None:
         with self._changed:
@@ -347,7 +367,9 @@ class RunningProjection(Generic[TView]):
         """Wake the runner on every PostgreSQL NOTIFY of the write model; reconnect on errors."""
         recorder = self.app.recorder
         assert isinstance(recorder, PostgresApplicationRecorder)
-        listen = SQL("LISTEN {0}").format(Identifier(recorder.channel_name))
+        listen = SQL("LISTEN {0}; LISTEN {1}; LISTEN {2}").format(
+            Identifier(recorder.channel_name), Identifier(self._wake_channel),
+            Identifier(self._applied_channel))
         backoff = Backoff(FIRST_RETRY_SECONDS)
         while not self._stopping.is_set():
             try:
@@ -356,8 +378,10 @@ class RunningProjection(Generic[TView]):
                     self._wakeup.set()  # commits made before LISTEN took effect
                     backoff.reset()
                     while not self._stopping.is_set():
-                        for _ in connection.notifies(timeout=NOTIFY_POLL_SECONDS,
-                                                     stop_after=1):
+                        for notify in connection.notifies(timeout=NOTIFY_POLL_SECONDS,
+                                                          stop_after=1):
+                            if notify.channel == self._wake_channel:
+                                self._urgent.set()  # a reader waits in another process
                             self._wakeup.set()
             except Exception:  # the runner reports store trouble; here, just reconnect
                 logger.debug("projection %r: LISTEN connection lost", self.name, exc_info=True)
