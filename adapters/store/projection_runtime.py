@@ -154,6 +154,7 @@ class RunningProjection(Generic[TView]):
         self._wake_channel = f"{base}_{self.name}_wake"
         self._applied_channel = f"{base}_{self.name}_applied"
         self._listens = listens
+        self._follower_waits = Event()  # a follower's reader asked this host to apply
         self._threads = [Thread(target=self._follow, daemon=True, name=f"view-{self.name}")]
         if listens:
             self._threads.append(Thread(target=self._listen, daemon=True,
@@ -320,13 +321,16 @@ class RunningProjection(Generic[TView]):
     def _catch_up(self) -> None:
         if not self._status.healthy:  # a failed batch may have committed: trust the view
             self._advance(self.view.max_tracking_id(self.app_name) or 0)
+        # Taken before the head is read: an ask arriving later is answered next round.
+        asked = self._follower_waits.is_set()
+        self._follower_waits.clear()
         head = self.app.recorder.max_notification_id() or 0
         if head > self._position:
             apply_events(self.app, self._projection, self.view, head,
                          progress=lambda _, position, __: self._advance(position),
                          start=self._position, fetch=self._fetch)
-            if self._lease is not None:  # there may be followers in other processes
-                self._signal(self._applied_channel)
+        if asked:  # answer only when a follower asked: no NOTIFY per commit otherwise
+            self._signal(self._applied_channel)
 
     def _signal(self, channel: str) -> None:
         """NOTIFY ``channel`` on PostgreSQL (a hint: losing one costs a poll, nothing more)."""
@@ -381,7 +385,8 @@ class RunningProjection(Generic[TView]):
                         for notify in connection.notifies(timeout=NOTIFY_POLL_SECONDS,
                                                           stop_after=1):
                             if notify.channel == self._wake_channel:
-                                self._urgent.set()  # a reader waits in another process
+                                self._follower_waits.set()  # a reader in another process
+                                self._urgent.set()
                             self._wakeup.set()
             except Exception:  # the runner reports store trouble; here, just reconnect
                 logger.debug("projection %r: LISTEN connection lost", self.name, exc_info=True)
