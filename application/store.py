@@ -96,11 +96,11 @@ class EventStore(Application[UUID]):
         with store_call():
             return bool(self.recorder.select_events(aggregate_id, limit=1))
 
-    def find(self, aggregate_id: UUID, version: int | None = None) -> Any:
+    def find(self, aggregate_id: UUID) -> Any:
         """The aggregate, or ``None`` when it has no events: one load, no separate check."""
         try:
             with store_call():
-                return self.repository.get(aggregate_id, version=version)
+                return self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
 
