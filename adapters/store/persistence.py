@@ -7,7 +7,6 @@ the version it read, and abort the whole transaction if any moved.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
@@ -27,7 +26,6 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
     PostgresApplicationRecorder,
-    PostgresDatastore,
     PostgresFactory,
 )
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
@@ -37,6 +35,7 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from adapters.settings import Settings
+from adapters.store.pool_tuning import tune_pool
 from application.bootstrap import Dreaming
 from application.ports import ReadSetChangedError
 from application.store import EventStore
@@ -185,7 +184,7 @@ class DreamPostgresFactory(PostgresFactory):
 
     def __init__(self, env: Environment | EnvType | None) -> None:
         super().__init__(env)
-        reconnect_at_once(self.datastore)
+        tune_pool(self.datastore)
 
 
 def _topic(cls: type) -> str:
@@ -211,23 +210,10 @@ def postgres_env(database_url: str, settings: Settings | None = None) -> dict[st
         # The longest a command waits for a pooled connection: in an outage it fails with
         # 503 store_unavailable after this, instead of the library's 30 s.
         "POSTGRES_CONNECT_TIMEOUT": str(settings.store_timeout_seconds),
-        # A connection the server dropped (a restart) is replaced before use, not failed on.
+        # A connection the server dropped (a restart) is replaced before use, not failed on
+        # (``tune_pool`` narrows the check to connections that may be dead).
         "POSTGRES_PRE_PING": "true",
     }
-
-
-def reconnect_at_once(datastore: PostgresDatastore) -> None:
-    """Bound a pool's reconnection attempts by its connect timeout.
-
-    The pool retries a lost connection in the background for five minutes, 1, 2, 4, 8… s
-    apart, so after a 10 s outage the store stayed unusable for seconds more. Given up
-    quickly, a retry is started afresh by the next request that waits, so the service
-    reconnects as soon as the server is back. The server's own connect attempt is bounded too.
-    """
-    pool = datastore.pool
-    pool.reconnect_timeout = pool.timeout
-    if isinstance(pool.kwargs, dict):
-        pool.kwargs.setdefault("connect_timeout", max(2, math.ceil(pool.timeout)))
 
 
 PRIVATE_DIR_MODE = 0o700
