@@ -34,8 +34,9 @@ from eventsourcing.domain import Aggregate
 
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
-from adapters.store.projection_runtime import rebuild, start_projection
+from adapters.store.projection_runtime import start_projection
 from adapters.store.replay_verification import verify
+from adapters.store.view_batches import rebuild
 from application.bootstrap import Dreaming
 from application.review import REVIEW_PROVENANCE
 from benchmarks.core import STORES, benchmark_parser, report_header, say_unless_json

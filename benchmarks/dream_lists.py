@@ -17,7 +17,7 @@ from eventsourcing.persistence import Tracking
 
 from adapters.client.dream_client import DreamClient
 from adapters.settings import Settings
-from adapters.store.projection_runtime import open_view
+from adapters.store.view_batches import open_view
 from application.access import BOOTSTRAP_ADMIN
 from benchmarks.core import MS, p95, time_calls
 from benchmarks.dream_workload import REQUEST_TIMEOUT_S, Sizes, idle_server

@@ -18,7 +18,7 @@ from pathlib import Path
 from adapters.generators.factory import GeneratorRegistry
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
-from adapters.store.projection_runtime import open_view
+from adapters.store.view_batches import open_view
 from adapters.workers.pool import Inbox, WorkerPool
 from application.bootstrap import Dreaming
 from application.execution import Attempt, DreamExecutor

@@ -7,7 +7,7 @@ from contextlib import closing, contextmanager
 from typing import Any
 
 from adapters.settings import Settings
-from adapters.store.projection_runtime import open_view, rebuild
+from adapters.store.view_batches import open_view, rebuild
 from projections.base import ProjectionSpec
 
 

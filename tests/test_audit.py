@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from adapters.cli.demo import run_demo
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
-from adapters.store.projection_runtime import open_view, rebuild, start_projection
+from adapters.store.projection_runtime import start_projection
 from adapters.store.replay_verification import verify
+from adapters.store.view_batches import open_view, rebuild
 from application.audit import replay, state_of
 from application.bootstrap import Dreaming
 from domain.access import Resource

@@ -11,7 +11,7 @@ import pytest
 
 from adapters.client.dream_client import DreamClient
 from adapters.settings import Settings
-from adapters.store.projection_runtime import open_view
+from adapters.store.view_batches import open_view
 from domain.errors import InvalidRequestError
 from domain.policy import Caller
 from domain.refs import ArtifactRef

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from adapters.settings import Settings
-from adapters.store.projection_runtime import open_view, rebuild
+from adapters.store.view_batches import open_view, rebuild
 from application.bootstrap import Dreaming
 from domain.access import Resource
 from domain.artifact import Artifact

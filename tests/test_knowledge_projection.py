@@ -17,7 +17,8 @@ import pytest
 from eventsourcing.persistence import Tracking
 
 from adapters.settings import Settings
-from adapters.store.projection_runtime import RunningProjection, open_view, start_projection
+from adapters.store.projection_runtime import RunningProjection, start_projection
+from adapters.store.view_batches import open_view
 from application.bootstrap import Dreaming
 from domain.artifact import Artifact
 from domain.candidate import Candidate

@@ -12,7 +12,7 @@ import pytest
 
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
-from adapters.store.projection_runtime import open_view
+from adapters.store.view_batches import open_view
 from application.bootstrap import Dreaming
 from domain.errors import DomainError, WriteConflictError
 from domain.policy import LOCAL

@@ -25,9 +25,9 @@ from adapters.store.projection_runtime import (
     ProjectionStoppedError,
     ProjectionUnavailableError,
     RunningProjection,
-    open_view,
     start_projection,
 )
+from adapters.store.view_batches import open_view
 from application.bootstrap import Dreaming
 from domain.budget import effective_budget
 from domain.canonical import digest

@@ -129,6 +129,14 @@ def test_a_lost_postgres_session_loses_the_lease(postgres_server: PostgresServer
 
 # -- a runner's roles -----------------------------------------------------------------------------
 
+def seed_scope(app: Dreaming) -> None:
+    """Scope ``s`` with a task Source and the Experience ``x`` runs refine."""
+    app.records.create_scope(LOCAL, "s")
+    app.records.record_source(LOCAL, "s", "task", "t", text="Pinned the digest.")
+    app.records.create_artifact(LOCAL, "s", "experience", "x", EXPERIENCE, principal="svc",
+                                lineage=Lineage(sources=(SourceRef("task", "t"),)))
+
+
 def admit_run(app: Dreaming, key: str) -> tuple[str, int]:
     written = app.runs.request_dream(LOCAL, "s", DreamRequest.create(
         "refine_experience", key, artifacts=[ArtifactRef("experience", "x", 1)]))
@@ -145,10 +153,7 @@ def listed_ids(runner: RunningProjection[RunsView]) -> set[str]:
 def two_runners(settings: Settings, app: Dreaming,
                 ) -> Iterator[tuple[RunningProjection[RunsView], RunningProjection[RunsView]]]:
     """Two runners of the runs view competing on one store, the first started the host."""
-    app.records.create_scope(LOCAL, "s")
-    app.records.record_source(LOCAL, "s", "task", "t", text="Pinned the digest.")
-    app.records.create_artifact(LOCAL, "s", "experience", "x", EXPERIENCE, principal="svc",
-                                lineage=Lineage(sources=(SourceRef("task", "t"),)))
+    seed_scope(app)
     fast = settings.model_copy(update={"view_failover_seconds": FAILOVER_SECONDS})
     with ExitStack() as stack:
         host = stack.enter_context(start_projection(RUNS, fast, lease=view_lease(fast, "runs")))

@@ -23,42 +23,31 @@ behind (``TimeoutError``) or cannot follow the store (:class:`ProjectionUnavaila
 from __future__ import annotations
 
 import logging
-import random
-import sqlite3
 from collections.abc import Callable
-from contextlib import closing, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from threading import Condition, Event, Thread
-from time import monotonic, sleep
+from time import monotonic
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import (
-    InfrastructureFactory,
-    IntegrityError,
-    OperationalError,
-    Tracking,
-)
 from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.projection import Projection
-from eventsourcing.utils import Environment
 from psycopg.sql import SQL, Identifier
 
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
-from adapters.store.persistence import open_store, projection_env
-from adapters.store.shared_feed import BATCH_EVENTS, Fetch, store_fetch
+from adapters.store.foreground import Foreground
+from adapters.store.persistence import projection_env
+from adapters.store.shared_feed import Fetch, store_fetch
+from adapters.store.view_batches import apply_events, open_view
 from adapters.store.view_host import ViewLease
 from projections.base import (
     STORE_ERRORS,
-    BatchAbortedError,
     ProjectionSpec,
-    ProjectionView,
     TView,
 )
 
-Progress = Callable[[str, int, int], None]  # projection, position reached, target
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -69,8 +58,6 @@ COALESCE_SECONDS = 0.02  # the delay before applying what no reader waits for ye
 FRESH_WAIT_SECONDS = 0.2
 FOLLOW_POLL_SECONDS = 0.015  # how often a follower re-reads the view's position for a reader
 ELECTIONS_PER_FAILOVER = 5  # a follower tries for the lease this often per failover bound
-SCHEMA_ATTEMPTS = 5
-SCHEMA_RETRY_SECONDS = 0.05
 FIRST_RETRY_SECONDS = 0.05  # then doubling to adapters.store.backoff's cap (2 s)
 logger = logging.getLogger(__name__)
 
@@ -98,34 +85,14 @@ class ProjectionStatus:
     failing_for: float = 0.0  # seconds since the first of them
 
 
-def open_view(spec: ProjectionSpec[TView], settings: Settings) -> TView:
-    """The projection's view (creating its tables if needed); close it after.
-
-    Processes starting together on a fresh store race to create a view's tables: the library
-    checks for its tracking table before its create transaction, so the loser's first tracking
-    row collides with the winner's. Opening again then finds the tables made, and succeeds.
-    On SQLite a new connection's ``PRAGMA journal_mode=WAL`` can also find the file locked by
-    another process's schema transaction for longer than the busy timeout: retried the same.
-    """
-    env = Environment(spec.name, projection_env(settings, spec.name))
-    factory = InfrastructureFactory[TView].construct(env=env)
-    view_class = spec.view_class(postgres=settings.uses_postgres)
-    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
-        try:
-            return factory.tracking_recorder(view_class)
-        except (IntegrityError, OperationalError, sqlite3.OperationalError):
-            if attempt == SCHEMA_ATTEMPTS:
-                raise
-            sleep(random.uniform(0, SCHEMA_RETRY_SECONDS * attempt))
-    raise AssertionError  # unreachable: the last attempt returns or raises
-
-
 class RunningProjection(Generic[TView]):
     """A projection following its application on a background thread; a context manager."""
 
     def __init__(self, spec: ProjectionSpec[TView], settings: Settings,
-                 feed: Fetch | None = None, lease: ViewLease | None = None) -> None:
+                 feed: Fetch | None = None, lease: ViewLease | None = None,
+                 foreground: Foreground | None = None) -> None:
         self.spec = spec
+        self._foreground = foreground  # requests this process serves, which go first
         # Without a lease this runner hosts unconditionally (one process owns the store).
         self._lease = lease
         self._hosting = lease is None
@@ -197,6 +164,8 @@ class RunningProjection(Generic[TView]):
         """Look for new events now: a reader waits (no coalescing delay)."""
         self._urgent.set()
         self._wakeup.set()
+        if self._foreground is not None:
+            self._foreground.nudge()  # it may be giving way to the very request that waits
 
     def wait(self, position: int | None, timeout: float = DEFAULT_WAIT_SECONDS) -> None:
         """Block until the view has applied ``position`` (read-your-writes), at most
@@ -283,8 +252,10 @@ class RunningProjection(Generic[TView]):
         self._wakeup.wait(self._poll)
         if self._hosting and not self._urgent.is_set():
             # Nobody waits: let a burst of commits gather into one batch, and leave the
-            # processor to the views readers are waiting for.
+            # processor to the views readers are waiting for and to the requests in flight.
             self._urgent.wait(COALESCE_SECONDS)
+            if self._foreground is not None:
+                self._foreground.wait_quiet(self._urgent.is_set)
 
     def _elect(self) -> None:
         """Host while holding the view's lease; otherwise try for it every fifth of the
@@ -426,64 +397,16 @@ class RunningProjection(Generic[TView]):
 
 
 def start_projection(spec: ProjectionSpec[TView], settings: Settings,
-                     feed: Fetch | None = None,
-                     lease: ViewLease | None = None) -> RunningProjection[TView]:
+                     feed: Fetch | None = None, lease: ViewLease | None = None,
+                     foreground: Foreground | None = None) -> RunningProjection[TView]:
     """Start following the write model from the view's tracking position (through ``feed``,
     a :class:`SharedFeed` of the process, when given). With a ``lease`` the runner applies
-    events only while it holds it, and otherwise follows the view another process hosts."""
-    return RunningProjection(spec, settings, feed, lease)
-
-
-def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
-            progress: Progress | None = None) -> int:
-    """Empty the view (rows and tracking), re-apply every event; the position reached.
-
-    Events are applied in batches of one transaction each (:func:`apply_events`). Stop any
-    live runner of the same projection first; to rebuild while it keeps serving, rebuild
-    ``spec.renamed(...)`` instead and switch readers to it.
-    """
-    with closing(open_store(settings)) as app, closing(open_view(spec, settings)) as view:
-        view.reset()
-        apply_events(app, spec.runnable(view=view), view, app.max_position(), progress)
-        return view.max_tracking_id(app.name) or 0
-
-
-def apply_events(app: Application[Any], projection: Projection[Any], view: ProjectionView,
-                 target: int, progress: Progress | None = None, *,
-                 start: int | None = None, fetch: Fetch | None = None) -> int:
-    """Apply the events after ``start`` (default: the view's position) up to ``target``, a
-    batch per transaction; the number of events applied. A batch in which an event fails is
-    redone with a savepoint per event, so a dead letter is recorded exactly as it is live.
-    ``progress`` hears of each committed batch; ``fetch`` supplies the events (default: read
-    from ``app``'s store)."""
-    fetch = fetch or store_fetch(app)
-    applied = 0
-    position = (view.max_tracking_id(app.name) or 0) if start is None else start
-    if progress is not None:
-        progress(projection.name, position, target)
-    while position < target:
-        events = fetch(position, target, BATCH_EVENTS)
-        if not events:
-            break
-        try:
-            with view.batch():
-                _apply(projection, events)
-        except BatchAbortedError:  # rolled back: redo it an event per savepoint
-            with view.batch(careful=True):
-                _apply(projection, events)
-        position = events[-1][1].notification_id
-        applied += len(events)
-        if progress is not None:
-            progress(projection.name, position, target)
-    return applied
+    events only while it holds it, and otherwise follows the view another process hosts.
+    With a ``foreground``, what no reader waits for gives way to the requests in flight."""
+    return RunningProjection(spec, settings, feed, lease, foreground)
 
 
 def _reason(error: Exception) -> str:
     """The error's type and first line, short enough for a health report."""
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
-
-
-def _apply(projection: Projection[Any], events: list[tuple[Any, Tracking]]) -> None:
-    for domain_event, tracking in events:
-        projection.process_event(domain_event, tracking)

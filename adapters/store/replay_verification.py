@@ -31,7 +31,7 @@ from psycopg.sql import SQL, Identifier
 
 from adapters.settings import Settings
 from adapters.store.persistence import application_env, open_store, prefixed_env
-from adapters.store.projection_runtime import Progress, apply_events, open_view
+from adapters.store.view_batches import Progress, apply_events, open_view
 from application.store import EventStore
 from projections.base import ProjectionSpec, ProjectionView
 from projections.dead_letters import DEAD_LETTERS

@@ -1,0 +1,104 @@
+"""Applying events to a view in batches, one transaction each: the live runner's catch-up, a
+rebuild from scratch and the audit's replay share it, so a view is the same however it was made.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing
+from time import sleep
+from typing import Any
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import (
+    InfrastructureFactory,
+    IntegrityError,
+    OperationalError,
+    Tracking,
+)
+from eventsourcing.projection import Projection
+from eventsourcing.utils import Environment
+
+from adapters.settings import Settings
+from adapters.store.persistence import open_store, projection_env
+from adapters.store.shared_feed import BATCH_EVENTS, Fetch, store_fetch
+from projections.base import BatchAbortedError, ProjectionSpec, ProjectionView, TView
+
+Progress = Callable[[str, int, int], None]  # projection, position reached, target
+
+SCHEMA_ATTEMPTS = 5
+SCHEMA_RETRY_SECONDS = 0.05
+
+
+def open_view(spec: ProjectionSpec[TView], settings: Settings) -> TView:
+    """The projection's view (creating its tables if needed); close it after.
+
+    Processes starting together on a fresh store race to create a view's tables: the library
+    checks for its tracking table before its create transaction, so the loser's first tracking
+    row collides with the winner's. Opening again then finds the tables made, and succeeds.
+    On SQLite a new connection's ``PRAGMA journal_mode=WAL`` can also find the file locked by
+    another process's schema transaction for longer than the busy timeout: retried the same.
+    """
+    env = Environment(spec.name, projection_env(settings, spec.name))
+    factory = InfrastructureFactory[TView].construct(env=env)
+    view_class = spec.view_class(postgres=settings.uses_postgres)
+    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
+        try:
+            return factory.tracking_recorder(view_class)
+        except (IntegrityError, OperationalError, sqlite3.OperationalError):
+            if attempt == SCHEMA_ATTEMPTS:
+                raise
+            sleep(random.uniform(0, SCHEMA_RETRY_SECONDS * attempt))
+    raise AssertionError  # unreachable: the last attempt returns or raises
+
+
+
+def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
+            progress: Progress | None = None) -> int:
+    """Empty the view (rows and tracking), re-apply every event; the position reached.
+
+    Events are applied in batches of one transaction each (:func:`apply_events`). Stop any
+    live runner of the same projection first; to rebuild while it keeps serving, rebuild
+    ``spec.renamed(...)`` instead and switch readers to it.
+    """
+    with closing(open_store(settings)) as app, closing(open_view(spec, settings)) as view:
+        view.reset()
+        apply_events(app, spec.runnable(view=view), view, app.max_position(), progress)
+        return view.max_tracking_id(app.name) or 0
+
+
+def apply_events(app: Application[Any], projection: Projection[Any], view: ProjectionView,
+                 target: int, progress: Progress | None = None, *,
+                 start: int | None = None, fetch: Fetch | None = None) -> int:
+    """Apply the events after ``start`` (default: the view's position) up to ``target``, a
+    batch per transaction; the number of events applied. A batch in which an event fails is
+    redone with a savepoint per event, so a dead letter is recorded exactly as it is live.
+    ``progress`` hears of each committed batch; ``fetch`` supplies the events (default: read
+    from ``app``'s store)."""
+    fetch = fetch or store_fetch(app)
+    applied = 0
+    position = (view.max_tracking_id(app.name) or 0) if start is None else start
+    if progress is not None:
+        progress(projection.name, position, target)
+    while position < target:
+        events = fetch(position, target, BATCH_EVENTS)
+        if not events:
+            break
+        try:
+            with view.batch():
+                _apply(projection, events)
+        except BatchAbortedError:  # rolled back: redo it an event per savepoint
+            with view.batch(careful=True):
+                _apply(projection, events)
+        position = events[-1][1].notification_id
+        applied += len(events)
+        if progress is not None:
+            progress(projection.name, position, target)
+    return applied
+
+
+def _apply(projection: Projection[Any], events: list[tuple[Any, Tracking]]) -> None:
+    for domain_event, tracking in events:
+        projection.process_event(domain_event, tracking)
