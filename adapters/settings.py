@@ -32,8 +32,14 @@ class Settings(BaseSettings):
         default=None, description="Bearer token for the client commands; default: the "
         "bootstrap token in <data dir>/admin-token when readable.")
     workers: int = Field(default=2, ge=0, le=64, description=(
-        "max_concurrent_generations of this process: Dream runs executed at once by "
-        "`dream serve` (0: none, leave them to `dream worker`) or `dream worker`."))
+        "Generation threads of this process: Dream runs it executes at once, within the "
+        "deployment-wide DREAM_MAX_CONCURRENT_GENERATIONS, in `dream serve` (0: none, leave "
+        "them to `dream worker`) or `dream worker`."))
+    max_concurrent_generations: int = Field(default=4, ge=1, le=256, description=(
+        "Deployment-wide cap on model calls in flight: Dream runs executing at once across "
+        "every `dream serve` and `dream worker` process of this store (leased slots in the "
+        "store; a crashed process's slot comes back after DREAM_LEASE_SECONDS). At least 1: "
+        "there is no unlimited setting."))
     lease_seconds: float = Field(default=60.0, ge=2.0, le=600.0, description=(
         "How long a claimed attempt is held; a crashed worker's run is recovered after it. "
         "A live attempt renews it every third of it while its model call is in flight."))
@@ -75,6 +81,9 @@ class Settings(BaseSettings):
 
     review_page: bool = Field(default=False, description=(
         "Serve the web review page at /review (static; it calls the API with a pasted token)."))
+    mcp_review: bool = Field(default=False, description=(
+        "Offer the review decisions (approve_candidate, reject_candidate) as MCP tools, to "
+        "principals that may review in the session's scope; off: agents cannot decide."))
 
     @property
     def uses_postgres(self) -> bool:

@@ -4,7 +4,11 @@
   a scope with a thousand queued runs offers one, like any other scope.
 - Single flight per scope and operation: the dispatcher never has two of the same pair in
   flight, and the scope's Dream queue refuses a second concurrent start across processes.
-- Capped: at most ``max_concurrent_generations`` runs execute at once in this process.
+- Capped twice: at most ``max_concurrent_generations`` threads of this process
+  (``DREAM_WORKERS``), and each attempt holds one of the deployment's leased generation slots
+  (``DREAM_MAX_CONCURRENT_GENERATIONS``, shared by every process of the store) from before its
+  claim to its end, renewed with the attempt's heartbeat. No free slot: nothing is claimed, and
+  the dispatcher looks again shortly. A dead process's slots come back after their lease.
 - No global lock on the hot path: claims are optimistic writes on the run and its scope's queue.
 - Outlives store outages: the dispatcher and every claimed attempt retry store errors with
   capped backoff; an attempt resumes from its stored state while it is still current, and one
@@ -18,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
@@ -25,8 +30,15 @@ from typing import TypeVar
 from adapters.generators.factory import GeneratorRegistry, generator_from
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
+from adapters.store.generation_slots import (
+    GENERATION,
+    LeasedSlots,
+    Slot,
+    holder_name,
+    leased_slots,
+)
 from application.bootstrap import Dreaming
-from application.execution import Attempt, DreamExecutor
+from application.execution import Attempt, DreamExecutor, Heartbeat
 from application.store import OUTAGE_ERRORS
 from projections.runs import RunSummary
 
@@ -37,6 +49,10 @@ T = TypeVar("T")
 POLL_SECONDS = 0.05
 REFUSED_PAUSE = 0.5
 STOP_TIMEOUT_SECONDS = 10.0
+# All generation slots held: look again this soon (a slot freed in this process wakes the
+# dispatcher at once; one freed by another process is seen within this).
+SLOT_WAIT_SECONDS = 0.2
+UNCAPPED = Slot(GENERATION, -1, "this process only", 0)  # what attempts hold with no slots
 
 
 def when_store_answers(opener: Callable[[], T], stop: threading.Event) -> T | None:
@@ -54,20 +70,28 @@ def when_store_answers(opener: Callable[[], T], stop: threading.Event) -> T | No
 
 
 def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox) -> WorkerPool:
-    """The configured generator behind a pool of ``settings.workers`` threads (not started)."""
+    """The configured generator behind a pool of ``settings.workers`` threads under the
+    deployment's generation cap (not started)."""
     registry = GeneratorRegistry(generator_from(settings))
     executor = app.executor(registry, settings.lease_seconds)
-    return WorkerPool(executor, inbox, max_concurrent_generations=settings.workers)
+    return WorkerPool(executor, inbox, max_concurrent_generations=settings.workers,
+                      slots=leased_slots(settings))
 
 
 class WorkerPool:
+    """``max_concurrent_generations`` threads of this process; with ``slots``, every attempt
+    also holds a slot of the deployment-wide ``generation`` pool (which the pool closes when it
+    stops); without, this process's threads are the only cap (tests, benchmarks)."""
+
     def __init__(self, executor: DreamExecutor, inbox: Inbox, *,
                  max_concurrent_generations: int = 4, poll_seconds: float = POLL_SECONDS,
-                 ) -> None:
+                 slots: LeasedSlots | None = None) -> None:
         self.executor = executor
         self.inbox = inbox
         self.capacity = max_concurrent_generations
         self.poll_seconds = poll_seconds
+        self.slots = slots
+        self.holder = holder_name()
         self._in_flight: set[tuple[str, str]] = set()
         # Runs a claim just refused: the read model lags the store, so it may offer them again
         # at once; skipping them for a moment keeps refused claims from eating the workers.
@@ -114,6 +138,8 @@ class WorkerPool:
         if left:
             log.warning("%s Dream attempt(s) still running at shutdown; their leases will "
                         "expire and another worker will recover them", left)
+        if self.slots is not None:
+            self.slots.close()  # a late release fails harmlessly: its slot expires
 
     def __enter__(self) -> WorkerPool:
         return self.start()
@@ -129,7 +155,7 @@ class WorkerPool:
         while not self._stopping.is_set():
             pause = self.poll_seconds
             try:
-                self._offer_work()
+                pause = self._offer_work()
             except OUTAGE_ERRORS as error:
                 if not backoff.failing:  # once per outage, not once per retry
                     log.warning("the store is unavailable (%s); the dispatcher retries with "
@@ -145,34 +171,42 @@ class WorkerPool:
             self._wake.wait(pause)
             self._wake.clear()
 
-    def _offer_work(self) -> None:
+    def _offer_work(self) -> float:
+        """Hand claimable runs to free threads, each with a generation slot; the pause before
+        looking again."""
         free = self.capacity - self.busy
         if free <= 0:
-            return
+            return self.poll_seconds
         now = time.monotonic()
         with self._lock:
             self._refused = {r: t for r, t in self._refused.items() if now - t < REFUSED_PAUSE}
         for run in self.inbox(self.executor.clock(), self.capacity * 4):
             if free <= 0 or self._stopping.is_set():
-                return
+                break
             key = (run.scope_id, run.operation)
-            with self._lock:
+            with self._lock:  # only this thread adds keys, so the check below stays true
                 if key in self._in_flight or run.run_id in self._refused:
                     continue
+            slot = self._take_slot()
+            if slot is None:
+                return SLOT_WAIT_SECONDS  # the deployment is at its cap: claim nothing
+            with self._lock:
                 self._in_flight.add(key)
-            self._threads.submit(self._work, key, run.scope_id, run.run_id)
+            self._threads.submit(self._work, key, run.scope_id, run.run_id, slot)
             free -= 1
+        return self.poll_seconds
 
-    def _work(self, key: tuple[str, str], scope_id: str, run_id: str) -> None:
+    def _work(self, key: tuple[str, str], scope_id: str, run_id: str, slot: Slot) -> None:
         try:
             if self._stopping.is_set():
                 return
-            attempt = self.executor.claim(scope_id, run_id)
-            if attempt is None:
-                with self._lock:
-                    self._refused[run_id] = time.monotonic()
-            else:
-                self._execute(attempt)
+            with self._holding(slot) as kept:
+                attempt = self.executor.claim(scope_id, run_id)
+                if attempt is None:
+                    with self._lock:
+                        self._refused[run_id] = time.monotonic()
+                else:
+                    self._execute(attempt, kept)
         except OUTAGE_ERRORS as error:
             # Whether the claim landed is unknown; if it did, the run is recovered after its
             # lease, otherwise it is still queued and offered again.
@@ -181,12 +215,13 @@ class WorkerPool:
         except Exception:
             log.exception("run %s could not be executed", run_id)
         finally:
+            self._give_back(slot)
             with self._idle:
                 self._in_flight.discard(key)
                 self._idle.notify_all()
             self._wake.set()  # a slot is free: look again at once
 
-    def _execute(self, attempt: Attempt) -> None:
+    def _execute(self, attempt: Attempt, kept: Heartbeat | None) -> None:
         """Execute a claimed attempt; when a store outage cuts it short, back off and resume
         it from its stored state for as long as it is still this worker's."""
         backoff = Backoff()
@@ -197,17 +232,57 @@ class WorkerPool:
             except OUTAGE_ERRORS as error:
                 log.warning("run %s: the store is unavailable (%s); attempt %s resumes when it "
                             "answers", attempt.run.run_id, type(error).__name__, attempt.number)
-                current = self._resume(current, backoff)
+                current = self._resume(current, backoff, kept)
             else:
                 self.completed += 1
                 return
 
-    def _resume(self, attempt: Attempt, backoff: Backoff) -> Attempt | None:
-        """The attempt afresh once the store answers; ``None`` if it is no longer ours or this
-        pool is stopping (then its lease expires and another worker recovers the run)."""
+    def _resume(self, attempt: Attempt, backoff: Backoff,
+                kept: Heartbeat | None) -> Attempt | None:
+        """The attempt afresh once the store answers; ``None`` if it is no longer ours, its
+        generation slot was taken over (the outage outlasted the slot's lease), or this pool
+        is stopping: then its lease expires and another worker recovers the run."""
         while not self._stopping.wait(backoff.next()):
+            if kept is not None and kept.lost:
+                log.warning("run %s: attempt %s lost its generation slot during the outage; "
+                            "the run is recovered after its lease", attempt.run.run_id,
+                            attempt.number)
+                return None
             try:
                 return self.executor.resume(attempt)
             except OUTAGE_ERRORS:
                 continue
         return None
+
+    # -- the deployment-wide cap ---------------------------------------------------------------
+
+    def _take_slot(self) -> Slot | None:
+        """A generation slot for the next attempt; ``None`` when the deployment is at its cap.
+        A store outage here is the dispatcher's, which backs off."""
+        if self.slots is None:
+            return UNCAPPED
+        return self.slots.acquire(GENERATION, self.holder, self.executor.lease_seconds)
+
+    def _holding(self, slot: Slot) -> AbstractContextManager[Heartbeat | None]:
+        """Renew the slot's lease at the attempt's heartbeat for as long as the attempt runs.
+
+        Renewed for the whole attempt, not only the model call, so a slot outlives the claim,
+        the evidence reads and the outcome's writes. Fenced (taken over after a renewal gap
+        longer than the lease), the heartbeat stops and reports ``lost``.
+        """
+        if self.slots is None:
+            return nullcontext(None)
+        slots, lease = self.slots, self.executor.lease_seconds
+        return Heartbeat(lambda: slots.renew(slot, lease), self.executor.heartbeat_seconds,
+                         f"dream-slot-{slot.number}")
+
+    def _give_back(self, slot: Slot) -> None:
+        """Free the slot at the attempt's end, whatever the end; a release that fails (the
+        store is down, the pool closed) costs the deployment that slot until its lease ends."""
+        if self.slots is None:
+            return
+        try:
+            self.slots.release(slot)
+        except Exception as error:
+            log.warning("generation slot %s could not be released (%s); it is free again "
+                        "when its lease expires", slot.number, type(error).__name__)
