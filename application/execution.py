@@ -46,7 +46,6 @@ from domain.errors import (
     BudgetExceededError,
     DomainError,
     InvalidGenerationOutputError,
-    RunNotPendingError,
     RunTerminalError,
     ScopeBusyError,
     WriteConflictError,
@@ -141,7 +140,7 @@ class DreamExecutor:
         try:
             return retry_conflicts(lambda: self._try_claim(scope_id, run_id), CLAIM_TRIES,
                                    RUN_WRITE_PAUSE_CAP_SECONDS)
-        except (WriteConflictError, ScopeBusyError, AttemptConflictError, RunNotPendingError):
+        except (WriteConflictError, ScopeBusyError, AttemptConflictError):
             return None  # another claim or admission keeps moving the queue, or it is taken
 
     def _try_claim(self, scope_id: str, run_id: str) -> Attempt | None:

@@ -1,8 +1,11 @@
-"""DreamQueue: a scope's unfinished runs, so admission can hold the per-scope capacity exactly.
+"""DreamQueue: how many runs of a scope are unfinished, and which run holds each operation's
+single-flight slot, so admission can hold the per-scope capacity exactly.
 
 Admission and every terminal transition write to it in the same ``save()`` as the run, so the
-count can never drift from the runs themselves. Queues are snapshotted: ``class_version`` and
-``upcast_v1_v2`` keep snapshots of the earlier state shape loadable.
+count can never drift from the runs themselves; which runs they are is the runs' own business
+(a run knows whether it is terminal). The state is a count and at most one lease per operation,
+so a scope holding a thousand pending runs loads and admits as fast as an empty one. Queues are
+snapshotted: ``class_version`` and the ``upcast_*`` methods keep earlier snapshots loadable.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from domain.dream_request import OPERATIONS, DreamOperation
 from domain.errors import (
     CapacityExceededError,
     InvalidRequestError,
-    RunNotPendingError,
     ScopeBusyError,
 )
 from domain.ids import aggregate_id
@@ -35,8 +37,8 @@ class Lease:
 
 
 class DreamQueue(Aggregate):
-    # Version 2 of the snapshot state: ``running`` holds ``Lease``s, operations are enums.
-    class_version = 2
+    # Version 3 of the snapshot state: a count of unfinished runs, and ``Lease``s by operation.
+    class_version = 3
     Snapshot = TypedSnapshot
 
     class Opened(Aggregate.Created):
@@ -72,43 +74,46 @@ class DreamQueue(Aggregate):
     @event(Opened)
     def __init__(self, scope_id: str) -> None:
         self.scope_id = scope_id
-        self.pending: dict[str, DreamOperation] = {}  # run id -> operation, in admission order
+        self.unfinished = 0  # runs admitted and not yet terminal
         self.running: dict[DreamOperation, Lease] = {}
 
     @staticmethod
     def retype_state(state: dict[str, Any]) -> None:
         """A snapshot gives the operations back as plain strings (see ``domain.snapshots``)."""
-        state["pending"] = {run_id: DreamOperation(operation)
-                            for run_id, operation in state["pending"].items()}
         state["running"] = {DreamOperation(operation): lease
                             for operation, lease in state["running"].items()}
 
-    @classmethod
-    def upcast_v1_v2(cls, state: dict[str, Any]) -> None:
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
         """Version 1 held each lease as a ``{"run_id", "lease_expires_at"}`` dict."""
         state["running"] = {operation: Lease(holder["run_id"], holder["lease_expires_at"])
                             for operation, holder in state["running"].items()}
+
+    @classmethod
+    def upcast_v2_v3(cls, state: dict[str, Any]) -> None:
+        """Version 2 listed every pending run; only their number matters. Version 1 snapshots
+        were stored untyped, so the state is retyped here too."""
+        state["unfinished"] = len(state.pop("pending"))
         cls.retype_state(state)
 
     def admit(self, run_id: str, operation: str, max_pending: int) -> None:
         if operation not in OPERATIONS:
             raise InvalidRequestError(f"unknown operation {operation!r}", field="operation")
-        if len(self.pending) >= max_pending:
+        if self.unfinished >= max_pending:
             raise CapacityExceededError(
-                f"scope {self.scope_id} already has {len(self.pending)} unfinished runs",
-                limit=max_pending, pending=len(self.pending))
+                f"scope {self.scope_id} already has {self.unfinished} unfinished runs",
+                limit=max_pending, pending=self.unfinished)
         self._run_admitted(run_id=run_id, operation=operation)
 
     @event(RunAdmitted)
     def _run_admitted(self, run_id: str, operation: str) -> None:
-        self.pending[run_id] = DreamOperation(operation)
+        self.unfinished += 1
 
-    def start(self, run_id: str, now: datetime, lease_expires_at: datetime) -> None:
-        """Single flight per scope and operation: one running run, unless its lease expired."""
-        operation = self.pending.get(run_id)
-        if operation is None:
-            raise RunNotPendingError(f"run {run_id} is not pending in scope {self.scope_id}",
-                                     run_id=run_id)
+    def start(self, run_id: str, operation: str, now: datetime,
+              lease_expires_at: datetime) -> None:
+        """Single flight per scope and operation: one running run, unless its lease expired.
+        ``run_id`` is an unfinished run of ``operation`` (its own state says so)."""
+        operation = DreamOperation(operation)
         holder = self.running.get(operation)
         if holder is not None and holder.run_id != run_id and now < holder.lease_expires_at:
             raise ScopeBusyError(f"run {holder.run_id} is already running {operation} here",
@@ -122,9 +127,8 @@ class DreamQueue(Aggregate):
 
     def _slot_of(self, run_id: str) -> DreamOperation | None:
         """The operation whose single-flight slot ``run_id`` holds, if it holds one."""
-        operation = self.pending.get(run_id)
-        lease = None if operation is None else self.running.get(operation)
-        return operation if lease is not None and lease.run_id == run_id else None
+        return next((operation for operation, lease in self.running.items()
+                     if lease.run_id == run_id), None)
 
     def renew(self, run_id: str, lease_expires_at: datetime) -> bool:
         """Extend the single-flight hold of a running run whose attempt renewed its lease;
@@ -136,7 +140,9 @@ class DreamQueue(Aggregate):
 
     @event(RunLeaseRenewed)
     def _run_lease_renewed(self, run_id: str, lease_expires_at: datetime) -> None:
-        self.running[self.pending[run_id]] = Lease(run_id, lease_expires_at)
+        operation = self._slot_of(run_id)
+        if operation is not None:
+            self.running[operation] = Lease(run_id, lease_expires_at)
 
     def requeue(self, run_id: str) -> None:
         self._run_requeued(run_id=run_id)
@@ -150,14 +156,11 @@ class DreamQueue(Aggregate):
         if operation is not None:
             del self.running[operation]
 
-    def finish(self, run_id: str) -> bool:
-        """Forget a run that reached a terminal state; ``False`` if it was not pending."""
-        if run_id not in self.pending:
-            return False
+    def finish(self, run_id: str) -> None:
+        """Count off a run that has just reached a terminal state, and free its slot."""
         self._run_finished(run_id=run_id)
-        return True
 
     @event(RunFinished)
     def _run_finished(self, run_id: str) -> None:
         self._release(run_id)
-        del self.pending[run_id]
+        self.unfinished -= 1

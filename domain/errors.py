@@ -256,12 +256,6 @@ class ScopeBusyError(DomainError):
     code = "scope_busy"
 
 
-class RunNotPendingError(DomainError):
-    """The scope's queue does not hold the run: it was never admitted, or it already ended."""
-
-    code = "run_not_pending"
-
-
 class CapacityExceededError(DomainError):
     code = "capacity_exceeded"
 

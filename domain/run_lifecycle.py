@@ -35,7 +35,7 @@ def claim(run: DreamRun, queue: DreamQueue, now: datetime, model_config_id: str,
         queue.finish(run.run_id)
         return False
     assert run.lease_expires_at is not None
-    queue.start(run.run_id, now, run.lease_expires_at)
+    queue.start(run.run_id, run.operation, now, run.lease_expires_at)
     return True
 
 

@@ -36,7 +36,6 @@ def replay(events: list[Any]) -> Any:
 
 def assert_queue_typed(queue: DreamQueue) -> None:
     """Operations are enum members and holders are leases, however the queue was loaded."""
-    assert all(type(operation) is DreamOperation for operation in queue.pending.values())
     assert all(type(operation) is DreamOperation for operation in queue.running)
     assert all(type(lease) is Lease for lease in queue.running.values())
 

@@ -75,7 +75,8 @@ def candidates(app: Dreaming, run_id: str) -> list[Candidate]:
 
 
 def queue_is_empty(app: Dreaming) -> bool:
-    return not app.runs.queue_of("s").pending and not app.runs.queue_of("s").running
+    queue = app.runs.queue_of("s")
+    return queue.unfinished == 0 and not queue.running
 
 
 def test_a_memory_dream_proposes_with_exact_provenance(world: Dreaming,

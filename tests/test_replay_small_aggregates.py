@@ -27,7 +27,7 @@ def replayed(events: list[Any]) -> Any:
     return aggregate
 
 
-# An action on a queue: admit a new run, start / requeue / finish the run at an index.
+# An action on a queue: admit a new run, start / requeue / finish the unfinished run at an index.
 actions = st.lists(st.tuples(st.sampled_from(["admit", "start", "requeue", "finish"]),
                              st.integers(0, 20), st.sampled_from(list(DreamOperation))),
                    max_size=60)
@@ -37,33 +37,34 @@ actions = st.lists(st.tuples(st.sampled_from(["admit", "start", "requeue", "fini
 @settings(max_examples=60, deadline=None, database=None)
 def test_a_dream_queue_keeps_its_invariants_and_replays(steps: list[tuple[str, int, str]],
                                                         ) -> None:
+    """Driven as the run lifecycle drives it: only unfinished runs start, requeue or finish
+    (a run knows whether it is finished), so the model is the set of unfinished runs."""
     queue = DreamQueue.open("s")
     events = list(queue.collect_events())
-    admitted: list[str] = []
+    unfinished: dict[str, DreamOperation] = {}  # run id -> operation, as the runs know it
     for step, (action, index, operation) in enumerate(steps):
-        run_id = admitted[index % len(admitted)] if admitted else "none"
+        run_id = list(unfinished)[index % len(unfinished)] if unfinished else None
         try:
             if action == "admit":
                 queue.admit(f"r{step}", operation, max_pending=8)
-                admitted.append(f"r{step}")
-            elif action == "start":  # a run that is not pending is refused
-                queue.start(run_id, NOW, NOW + timedelta(seconds=30))
-            elif action == "requeue" and run_id in queue.pending:
+                unfinished[f"r{step}"] = DreamOperation(operation)
+            elif run_id is None:
+                continue
+            elif action == "start":
+                queue.start(run_id, unfinished[run_id], NOW, NOW + timedelta(seconds=30))
+            elif action == "requeue":
                 queue.requeue(run_id)
             elif action == "finish":
                 queue.finish(run_id)
-        except DomainError as refused:
+                del unfinished[run_id]
+        except DomainError as refused:  # a refusal changed nothing
             refusal = refused.code
-            if action == "admit":
-                assert refusal == "capacity_exceeded"
-            else:
-                pending = run_id in queue.pending  # a refusal changed nothing
-                assert refusal == ("scope_busy" if pending else "run_not_pending")
+            assert refusal == ("capacity_exceeded" if action == "admit" else "scope_busy")
+            assert not queue.collect_events()
         events += queue.collect_events()
-        # Capacity is exact; a running run is pending; one running run per operation.
-        assert len(queue.pending) <= 8
-        assert all(lease.run_id in queue.pending for lease in queue.running.values())
-        assert all(queue.pending[lease.run_id] == held for held, lease in queue.running.items())
+        # Capacity is exact; a running run is unfinished; one running run per operation.
+        assert queue.unfinished == len(unfinished) <= 8
+        assert all(unfinished.get(lease.run_id) == held for held, lease in queue.running.items())
         rebuilt = replayed(events)
         assert rebuilt == queue
         assert_queue_typed(rebuilt)
@@ -77,7 +78,8 @@ def test_queues_principals_tokens_and_records_round_trip_the_store(
     for index in range(count):
         queue.admit(f"r{index}", DreamOperation.REFINE_EXPERIENCE, max_pending=1000)
         if index % 3 == 0:
-            queue.start(f"r{index}", NOW, NOW + timedelta(seconds=30))
+            queue.start(f"r{index}", DreamOperation.REFINE_EXPERIENCE, NOW,
+                        NOW + timedelta(seconds=30))
             if index % 2 == 0:
                 queue.finish(f"r{index}")
             else:

@@ -2,8 +2,9 @@
 
 Runs, queues and artifacts hold enum members and frozen value objects, but their stored events
 keep the field names and JSON values they always had, so existing stores replay. Queues and
-Artifacts are snapshotted: snapshots of version 2 of their state carry ``class_version`` and
-restore the types; a version 1 snapshot, taken before, still loads into the same typed state.
+Artifacts are snapshotted: snapshots carry ``class_version`` and restore the types; snapshots
+of earlier versions (a queue's version 1 and 2, an artifact's version 1) still load into the
+same typed state.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def started_queue() -> DreamQueue:
     queue = DreamQueue.open("s")
     queue.admit("r1", REFINE, max_pending=5)
     queue.admit("r2", DERIVE, max_pending=5)
-    queue.start("r1", T0, LEASE)
+    queue.start("r1", REFINE, T0, LEASE)
     return queue
 
 
@@ -93,7 +94,7 @@ def test_a_version_1_queue_snapshot_loads_into_the_typed_state() -> None:
     queue.collect_events()
     snapshot = store.mapper.to_domain_event(v1_queue_snapshot(queue))
     loaded = snapshot.mutate(None)
-    assert loaded.pending == {"r1": REFINE, "r2": DERIVE}
+    assert loaded.unfinished == 2
     assert loaded.running == {REFINE: Lease("r1", LEASE)}
     assert_queue_typed(loaded)
     assert loaded == queue
@@ -104,7 +105,7 @@ def test_a_queue_loads_from_a_version_1_snapshot_and_the_events_after_it() -> No
     store.save(queue)
     store.snapshots.recorder.insert_events([v1_queue_snapshot(queue)])
     queue.renew("r1", LEASE + timedelta(seconds=30))
-    queue.start("r2", T0, LEASE)
+    queue.start("r2", DERIVE, T0, LEASE)
     queue.finish("r1")
     store.save(queue)
     assert type(next(iter(store.snapshots.get(queue.id, desc=True, limit=1)))) is Snapshot
@@ -114,14 +115,43 @@ def test_a_queue_loads_from_a_version_1_snapshot_and_the_events_after_it() -> No
     assert_queue_typed(loaded)
 
 
-def test_a_new_queue_snapshot_is_version_2_and_keeps_the_types() -> None:
+def v2_queue_snapshot(queue: DreamQueue) -> StoredEvent:
+    """A snapshot of ``queue`` (admitted r1 and r2, started r1) as version 2 stored it: every
+    pending run listed by id."""
+    lease = {"_type_": "dream_queue_lease",
+             "_data_": {"run_id": "r1", "lease_expires_at": iso(LEASE)}}
+    state = {"scope_id": "s", "_created_on": iso(queue.created_on),
+             "_modified_on": iso(queue.modified_on), "class_version": 2,
+             "pending": {"r1": "refine_experience", "r2": "derive_skill"},
+             "running": {"refine_experience": lease}}
+    body = {"topic": "domain.dream_queue:DreamQueue", "state": state, "timestamp": iso(T0)}
+    return StoredEvent(originator_id=queue.id, originator_version=queue.version,
+                       topic="domain.snapshots:TypedSnapshot", state=json.dumps(body).encode())
+
+
+def test_a_version_2_queue_snapshot_loads_as_a_count() -> None:
     store, queue = open_store(), started_queue()
+    store.save(queue)
+    store.snapshots.recorder.insert_events([v2_queue_snapshot(queue)])
+    loaded = store.repository.get(queue.id)
+    assert loaded.unfinished == 2
+    assert loaded.running == {REFINE: Lease("r1", LEASE)}
+    assert_queue_typed(loaded)
+    assert loaded == queue
+
+
+def test_a_new_queue_snapshot_is_version_3_and_stays_small() -> None:
+    store, queue = open_store(), started_queue()
+    for index in range(3, 500):  # a backlog: the snapshot holds a count, not the runs
+        queue.admit(f"r{index}", REFINE, 1000)
     store.save(queue)
     store.take_snapshot(queue.id)
     stored = store.snapshots.recorder.select_events(queue.id, desc=True, limit=1)[0]
     state = stored_state(stored)["state"]
-    assert state["class_version"] == 2
-    assert state["pending"] == {"r1": "refine_experience", "r2": "derive_skill"}
+    assert state["class_version"] == 3
+    assert state["unfinished"] == 499
+    assert "pending" not in state
+    assert len(stored.state) < 1_000
     assert state["running"] == {"refine_experience": {
         "_type_": "dream_queue_lease", "_data_": {"run_id": "r1", "lease_expires_at": iso(LEASE)}}}
     loaded = store.repository.get(queue.id)
@@ -140,10 +170,17 @@ def test_a_queue_snapshotted_every_few_events_loads_typed_and_equal(
         plan: list[tuple[str, int, DreamOperation]]) -> None:
     store, queue = open_store(EagerStore), DreamQueue.open("s")
     store.save(queue)
+    unfinished: dict[str, DreamOperation] = {}  # as the runs know it
     for step, (action, index, operation) in enumerate(plan):
         run_id = f"r{index}"
+        if action != "admit" and run_id not in unfinished:
+            continue  # the lifecycle moves only unfinished runs
+        if action == "admit" and run_id in unfinished:
+            continue  # a run is admitted once
+        held = unfinished.get(run_id, operation)
         commands = {"admit": partial(queue.admit, run_id, operation, 8),
-                    "start": partial(queue.start, run_id, T0, LEASE + timedelta(seconds=step)),
+                    "start": partial(queue.start, run_id, held, T0,
+                                     LEASE + timedelta(seconds=step)),
                     "renew": partial(queue.renew, run_id, LEASE + timedelta(seconds=step)),
                     "requeue": partial(queue.requeue, run_id),
                     "finish": partial(queue.finish, run_id)}
@@ -151,21 +188,28 @@ def test_a_queue_snapshotted_every_few_events_loads_typed_and_equal(
             commands[action]()
         except DomainError:
             continue  # refused: nothing to save
+        if action == "admit":
+            unfinished[run_id] = operation
+        elif action == "finish":
+            del unfinished[run_id]
         store.save(queue)
         loaded = store.repository.get(queue.id)
         assert loaded == queue
+        assert loaded.unfinished == len(unfinished)
         assert_queue_typed(loaded)
 
 
 # -- DreamQueue commands -------------------------------------------------------------------------
 
 
-def test_starting_a_run_the_queue_does_not_hold_is_refused() -> None:
+def test_capacity_counts_unfinished_runs_and_a_finished_one_frees_its_place() -> None:
     queue = started_queue()
-    queue.finish("r1")
     queue.collect_events()
-    for run_id in ("r1", "never-admitted"):  # ended, and never admitted
-        assert_refused(queue, "run_not_pending", partial(queue.start, run_id, T0, LEASE))
+    assert_refused(queue, "capacity_exceeded", partial(queue.admit, "r3", REFINE, 2))
+    queue.finish("r1")
+    assert not queue.running
+    queue.admit("r3", REFINE, 2)
+    assert queue.unfinished == 2
 
 
 def test_admitting_an_unknown_operation_is_refused() -> None:
