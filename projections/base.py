@@ -361,6 +361,9 @@ class ProjectionSpec(Generic[TView]):
     sqlite_view: type[TView]
     postgres_view: type[TView]
     application: type[Application[Any]] = EventStore
+    # Whether the view's host announces every batch it commits to other processes (on
+    # PostgreSQL), because they act on its rows: workers claim runs from the runs view.
+    announced: bool = False
 
     def __post_init__(self) -> None:
         _check_name(self.name)

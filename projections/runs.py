@@ -342,4 +342,5 @@ class RunsProjection(Projection[RunsView]):
                              domain_event.completed_at, tracking)
 
 
-RUNS = ProjectionSpec(RunsProjection, sqlite_view=SQLiteRunsView, postgres_view=PostgresRunsView)
+RUNS = ProjectionSpec(RunsProjection, sqlite_view=SQLiteRunsView, postgres_view=PostgresRunsView,
+                      announced=True)  # workers in other processes claim from it

@@ -33,11 +33,11 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 from eventsourcing.application import Application
 from eventsourcing.postgres import PostgresApplicationRecorder
-from psycopg.sql import SQL, Identifier
 
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
 from adapters.store.foreground import Foreground
+from adapters.store.notifications import NOTIFY_POLL_SECONDS, Listener, notify, view_channel
 from adapters.store.persistence import projection_env
 from adapters.store.shared_feed import Fetch, store_fetch
 from adapters.store.view_batches import apply_events, open_view
@@ -53,7 +53,6 @@ R = TypeVar("R")
 
 DEFAULT_WAIT_SECONDS = 5.0
 POLL_SECONDS = 0.05  # how stale a view may get without a wake-up (writes of other processes)
-NOTIFY_POLL_SECONDS = 0.5  # on PostgreSQL, NOTIFY wakes the runner; the poll is a safety net
 COALESCE_SECONDS = 0.02  # the delay before applying what no reader waits for yet
 FRESH_WAIT_SECONDS = 0.2
 FOLLOW_POLL_SECONDS = 0.015  # how often a follower re-reads the view's position for a reader
@@ -112,22 +111,16 @@ class RunningProjection(Generic[TView]):
         self._wakeup = Event()  # something new may be in the store
         self._urgent = Event()  # and a reader waits for it
         self._stopping = Event()
-        listens = isinstance(self.app.recorder, PostgresApplicationRecorder)
-        self._poll = min(NOTIFY_POLL_SECONDS if listens else POLL_SECONDS, self._elect_every)
-        # Across processes on PostgreSQL: a follower's reader asks the host to apply at once
-        # ("wake"), and the host says when it has ("applied"), instead of both waiting a poll.
         recorder = self.app.recorder
-        base = recorder.channel_name if isinstance(recorder, PostgresApplicationRecorder) else ""
-        self._wake_channel = f"{base}_{self.name}_wake"
-        self._applied_channel = f"{base}_{self.name}_applied"
-        self._listens = listens
+        self._pg = recorder if isinstance(recorder, PostgresApplicationRecorder) else None
+        self._poll = min(POLL_SECONDS if self._pg is None else NOTIFY_POLL_SECONDS,
+                         self._elect_every)
         self._follower_waits = Event()  # a follower's reader asked this host to apply
-        self._threads = [Thread(target=self._follow, daemon=True, name=f"view-{self.name}")]
-        if listens:
-            self._threads.append(Thread(target=self._listen, daemon=True,
-                                        name=f"view-{self.name}-listen"))
-        for thread in self._threads:
-            thread.start()
+        self._thread = Thread(target=self._follow, daemon=True, name=f"view-{self.name}")
+        self._thread.start()
+        self._listener = None if self._pg is None else Listener(
+            self._pg, [self._pg.channel_name, self._channel("wake"), self._channel("applied")],
+            self._hinted, self._wakeup.set, name=f"view-{self.name}-listen")
 
     @property
     def name(self) -> str:
@@ -179,7 +172,7 @@ class RunningProjection(Generic[TView]):
             return
         deadline = monotonic() + timeout
         if not self._hosting:
-            self._signal(self._wake_channel)
+            self._signal("wake")
         with self._changed:
             self._waiters += 1
             self.wake()
@@ -296,21 +289,24 @@ class RunningProjection(Generic[TView]):
         asked = self._follower_waits.is_set()
         self._follower_waits.clear()
         head = self.app.recorder.max_notification_id() or 0
+        applied = 0
         if head > self._position:
-            apply_events(self.app, self._projection, self.view, head,
-                         progress=lambda _, position, __: self._advance(position),
-                         start=self._position, fetch=self._fetch)
-        if asked:  # answer only when a follower asked: no NOTIFY per commit otherwise
-            self._signal(self._applied_channel)
+            applied = apply_events(self.app, self._projection, self.view, head,
+                                   progress=lambda _, position, __: self._advance(position),
+                                   start=self._position, fetch=self._fetch)
+        # Said when a follower asked, or after every batch of a view other processes act on
+        # (workers claim from the runs view); not per commit otherwise.
+        if asked or (applied and self.spec.announced):
+            self._signal("applied")
 
-    def _signal(self, channel: str) -> None:
-        """NOTIFY ``channel`` on PostgreSQL (a hint: losing one costs a poll, nothing more)."""
-        if not self._listens:
-            return
-        recorder = self.app.recorder
-        assert isinstance(recorder, PostgresApplicationRecorder)
-        with suppress(Exception), recorder.datastore.transaction(commit=True) as cursor:
-            cursor.execute("SELECT pg_notify(%s, '')", (channel,))
+    def _channel(self, kind: str) -> str:
+        assert self._pg is not None
+        return view_channel(self._pg, self.name, kind)
+
+    def _signal(self, kind: str) -> None:
+        """NOTIFY this view's ``kind`` channel on PostgreSQL."""
+        if self._pg is not None:
+            notify(self._pg, self._channel(kind))
 
     def _advance(self, position: int) -> None:
         with self._changed:
@@ -338,30 +334,12 @@ class RunningProjection(Generic[TView]):
         logger.warning("projection %r follows the store again after %s failed attempts",
                        self.name, failures)
 
-    def _listen(self) -> None:
-        """Wake the runner on every PostgreSQL NOTIFY of the write model; reconnect on errors."""
-        recorder = self.app.recorder
-        assert isinstance(recorder, PostgresApplicationRecorder)
-        listen = SQL("LISTEN {0}; LISTEN {1}; LISTEN {2}").format(
-            Identifier(recorder.channel_name), Identifier(self._wake_channel),
-            Identifier(self._applied_channel))
-        backoff = Backoff(FIRST_RETRY_SECONDS)
-        while not self._stopping.is_set():
-            try:
-                with recorder.datastore.get_connection() as connection:
-                    connection.execute(listen)
-                    self._wakeup.set()  # commits made before LISTEN took effect
-                    backoff.reset()
-                    while not self._stopping.is_set():
-                        for notify in connection.notifies(timeout=NOTIFY_POLL_SECONDS,
-                                                          stop_after=1):
-                            if notify.channel == self._wake_channel:
-                                self._follower_waits.set()  # a reader in another process
-                                self._urgent.set()
-                            self._wakeup.set()
-            except Exception:  # the runner reports store trouble; here, just reconnect
-                logger.debug("projection %r: LISTEN connection lost", self.name, exc_info=True)
-                self._stopping.wait(backoff.next())
+    def _hinted(self, channel: str) -> None:
+        """A NOTIFY: a commit to the write model, or a hint about this view."""
+        if channel == self._channel("wake"):
+            self._follower_waits.set()  # a reader in another process waits
+            self._urgent.set()
+        self._wakeup.set()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -376,8 +354,9 @@ class RunningProjection(Generic[TView]):
         with self._changed:
             self._changed.notify_all()
         deadline = monotonic() + timeout
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - monotonic()))
+        self._thread.join(timeout)
+        if self._listener is not None:
+            self._listener.stop(max(0.0, deadline - monotonic()))
         if self._lease is not None:  # hand the view over before closing what it needs
             with suppress(Exception):
                 self._lease.release()

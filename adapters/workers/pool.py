@@ -27,6 +27,8 @@ from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
 
+from eventsourcing.postgres import PostgresApplicationRecorder
+
 from adapters.generators.factory import GeneratorRegistry, generator_from
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
@@ -37,14 +39,16 @@ from adapters.store.generation_slots import (
     holder_name,
     leased_slots,
 )
+from adapters.store.notifications import Listener, view_channel
 from application.bootstrap import Dreaming
 from application.execution import Attempt, DreamExecutor, Heartbeat
 from application.store import OUTAGE_ERRORS
-from projections.runs import RunSummary
+from projections.runs import RUNS, RunSummary
 
 log = logging.getLogger("dream.workers")
 
 Inbox = Callable[[datetime, int], Sequence[RunSummary]]
+Hints = Callable[[Callable[[], None]], Listener]  # starts listening: wakes with the callable
 T = TypeVar("T")
 POLL_SECONDS = 0.05
 REFUSED_PAUSE = 0.5
@@ -75,7 +79,22 @@ def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox) -> WorkerPool:
     registry = GeneratorRegistry(generator_from(settings))
     executor = app.executor(registry, settings.lease_seconds)
     return WorkerPool(executor, inbox, max_concurrent_generations=settings.workers,
-                      slots=leased_slots(settings))
+                      slots=leased_slots(settings), hints=runs_hints(app))
+
+
+def runs_hints(app: Dreaming) -> Hints | None:
+    """On PostgreSQL: wake a pool whenever the runs view's host, in whichever process, commits
+    a batch, so a new run is claimed at once rather than at the next poll. ``None`` on SQLite,
+    where the pool polls."""
+    recorder = app.store.recorder
+    if not isinstance(recorder, PostgresApplicationRecorder):
+        return None
+    channel = view_channel(recorder, RUNS.name, "applied")
+
+    def listen(wake: Callable[[], None]) -> Listener:
+        return Listener(recorder, [channel], lambda _: wake(), wake, name="dream-worker-hints")
+
+    return listen
 
 
 class WorkerPool:
@@ -85,8 +104,10 @@ class WorkerPool:
 
     def __init__(self, executor: DreamExecutor, inbox: Inbox, *,
                  max_concurrent_generations: int = 4, poll_seconds: float = POLL_SECONDS,
-                 slots: LeasedSlots | None = None) -> None:
+                 slots: LeasedSlots | None = None, hints: Hints | None = None) -> None:
         self.executor = executor
+        self._hints = hints
+        self._listener: Listener | None = None
         self.inbox = inbox
         self.capacity = max_concurrent_generations
         self.poll_seconds = poll_seconds
@@ -108,6 +129,8 @@ class WorkerPool:
 
     def start(self) -> WorkerPool:
         self._dispatcher.start()
+        if self._hints is not None:
+            self._listener = self._hints(self.wake)
         return self
 
     def wake(self) -> None:
@@ -128,6 +151,8 @@ class WorkerPool:
         """
         self._stopping.set()
         self._wake.set()
+        if self._listener is not None:
+            self._listener.stop()
         deadline = time.monotonic() + timeout
         self._dispatcher.join(timeout)
         self._threads.shutdown(wait=False)  # queued work sees ``_stopping`` and returns

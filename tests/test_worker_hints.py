@@ -1,0 +1,72 @@
+"""Workers wake when the runs view's host commits a batch, in whichever process it runs
+(PostgreSQL NOTIFY), instead of waiting for their next poll."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from adapters.generators.factory import GeneratorRegistry
+from adapters.settings import Settings
+from adapters.store.projection_runtime import start_projection
+from adapters.store.view_batches import open_view
+from adapters.workers.pool import WorkerPool, runs_hints
+from application.bootstrap import Dreaming
+from application.execution import DreamExecutor
+from projections.runs import RUNS
+from tests.dream_support import ScriptedModel
+from tests.test_workers import admit, seed_scope
+
+NEVER = 60.0  # a poll interval no test waits for: only a hint can wake the pool in time
+BOUND = 10.0
+
+
+def sleepy_pool(app: Dreaming, settings: Settings, *, hinted: bool) -> WorkerPool:
+    """A pool that polls once a minute; with hints, a commit of the runs view wakes it."""
+    runs_view = open_view(RUNS, settings)  # reads the rows the host commits
+    executor = DreamExecutor(app.runs, GeneratorRegistry(ScriptedModel()))
+    return WorkerPool(executor, runs_view.claimable, max_concurrent_generations=1,
+                      poll_seconds=NEVER, hints=runs_hints(app) if hinted else None)
+
+
+def terminal_within(app: Dreaming, scope_id: str, run_id: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        run = app.runs.existing_run(scope_id, run_id)
+        if run is not None and run.terminal:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("settings", ["postgres"], indirect=True)
+def test_a_hint_from_the_runs_views_host_wakes_a_sleeping_pool(
+        settings: Settings, app: Dreaming) -> None:
+    seed_scope(app, "s")
+    assert runs_hints(app) is not None
+    with start_projection(RUNS, settings) as host:  # applies and announces every batch
+        host.catch_up()
+        with sleepy_pool(app, settings, hinted=True):
+            time.sleep(0.5)  # the first, immediate look found nothing; now it sleeps
+            run_id = admit(app, "s", "k1")
+            assert terminal_within(app, "s", run_id, BOUND)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("settings", ["postgres"], indirect=True)
+def test_without_hints_the_same_pool_sleeps_through_the_admission(
+        settings: Settings, app: Dreaming) -> None:
+    seed_scope(app, "s")
+    with start_projection(RUNS, settings) as host:
+        host.catch_up()
+        with sleepy_pool(app, settings, hinted=False):
+            time.sleep(0.5)
+            run_id = admit(app, "s", "k1")
+            assert not terminal_within(app, "s", run_id, 2.0)
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_sqlite_has_no_hints_its_pools_poll(app: Dreaming) -> None:
+    assert runs_hints(app) is None
