@@ -12,6 +12,7 @@ import httpx
 from adapters.cli import (
     admin_commands,
     audit_commands,
+    mcp_command,
     review_commands,
     run_commands,
     service_commands,
@@ -25,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     # The order here is the order `dream --help` lists the commands in.
     for group in (service_commands, admin_commands, run_commands, review_commands,
-                  audit_commands):
+                  audit_commands, mcp_command):
         group.add_commands(commands)
     return parser
 

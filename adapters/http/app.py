@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import ExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from threading import Thread
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from adapters.http.errors import install_error_handlers
 from adapters.http.limits import MAX_BODY_BYTES, BodyLimit
+from adapters.http.priority import CountRequests
 from adapters.http.review_page import review_page_router
 from adapters.http.routes import ops, router
 from adapters.http.token_routes import tokens_router
+from adapters.mcp.http import PATH as MCP_PATH
+from adapters.mcp.http import McpEndpoint
 from adapters.settings import Settings
-from adapters.store.projection_runtime import start_projection
+from adapters.store.foreground import Foreground
+from adapters.store.projection_runtime import RunningProjection, start_projection
 from adapters.store.shared_feed import SharedFeed
 from adapters.store.view_host import view_lease
-from adapters.workers.pool import worker_pool
+from adapters.workers.pool import WorkerPool, worker_pool
 from application.bootstrap import Dreaming
 from projections.catalog import READ_MODELS
 from projections.runs import RUNS
@@ -55,27 +61,47 @@ def _stop_all_quietly(parts: dict[str, Any]) -> None:
         stopper.join()
 
 
+@dataclass
+class Background:
+    """What a serving process runs beside its requests: the read models, and the workers."""
+
+    read_models: dict[str, RunningProjection[Any]] = field(default_factory=dict)
+    workers: WorkerPool | None = None
+
+
+@contextmanager
+def background(dreaming: Dreaming, settings: Settings,
+               foreground: Foreground | None = None) -> Iterator[Background]:
+    """The read models following the store, and ``settings.workers`` workers, until exit;
+    with a ``foreground``, views no reader waits for give way to the requests in flight."""
+    with ExitStack() as stack:  # stops in reverse: the workers, then the read models
+        feed = SharedFeed(settings)  # every view reads and decodes each event once
+        stack.callback(_stop_quietly, "the shared event feed", feed.close)
+        parts = Background()
+        stack.callback(_stop_all_quietly, parts.read_models)  # the ones started
+        for spec in READ_MODELS:
+            parts.read_models[spec.name] = start_projection(
+                spec, settings, feed, view_lease(settings, spec.name), foreground)
+        if settings.workers:
+            runs = parts.read_models[RUNS.name]
+            pool = worker_pool(dreaming, settings, runs.fresh(runs.view.claimable)).start()
+            stack.callback(_stop_quietly, "the workers", pool.stop)
+            parts.workers = pool
+        yield parts
+
+
 def create_app(dreaming: Dreaming, settings: Settings,
                max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """The API; its read models follow the store while the server runs (lifespan)."""
+    mcp = McpEndpoint(dreaming, settings, lambda: api.state.background)
 
     @asynccontextmanager
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
-        with ExitStack() as stack:  # stops in reverse: the workers, then the read models
-            feed = SharedFeed(settings)  # every view reads and decodes each event once
-            stack.callback(_stop_quietly, "the shared event feed", feed.close)
-            api.state.read_models = {}
-            stack.callback(_stop_all_quietly, api.state.read_models)  # the ones started
-            for spec in READ_MODELS:
-                api.state.read_models[spec.name] = start_projection(
-                    spec, settings, feed, view_lease(settings, spec.name))
-            api.state.workers = None
-            if settings.workers:
-                runs = api.state.read_models[RUNS.name]
-                pool = worker_pool(dreaming, settings, runs.fresh(runs.view.claimable)).start()
-                stack.callback(_stop_quietly, "the workers", pool.stop)
-                api.state.workers = pool
-            yield
+        with background(dreaming, settings, foreground) as parts:
+            api.state.background = parts
+            api.state.read_models, api.state.workers = parts.read_models, parts.workers
+            async with mcp.run():  # the MCP sessions end first, then the parts stop
+                yield
 
     api = FastAPI(title="Artifact Dreaming", version=version("artifact-dreaming"),
                   description=DESCRIPTION, lifespan=lifespan)
@@ -83,9 +109,13 @@ def create_app(dreaming: Dreaming, settings: Settings,
     api.state.read_wait_seconds = settings.read_wait_seconds
     install_error_handlers(api)
     api.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    foreground = Foreground()
+    api.add_middleware(CountRequests, foreground=foreground)
     api.include_router(router)
     api.include_router(tokens_router)
     api.include_router(ops)
+    # MCP over streamable HTTP: an ASGI app of its own, outside the OpenAPI document.
+    api.router.routes.append(Route(MCP_PATH, mcp.app, include_in_schema=False))
     if settings.review_page:
         api.include_router(review_page_router())
     return api

@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.http.params import plain_parameters
 from adapters.http.schemas import ErrorResponse
+from adapters.store.projection_runtime import RunningProjection
 from application.bootstrap import Dreaming
 from application.store import Written
 from domain.errors import InvalidRequestError, UnauthorizedError
@@ -44,14 +45,21 @@ def dreaming_of(request: Request) -> Dreaming:
     return app
 
 
-def authenticated(request: Request, credentials: Annotated[
-        HTTPAuthorizationCredentials | None, Security(bearer)]) -> Caller:
-    app = dreaming_of(request)
+def caller_of(app: Dreaming, token: str | None,
+              missing: str = "send Authorization: Bearer <token>") -> Caller:
+    """Who a bearer token acts for (read per request), or the local principal when access is
+    not enforced."""
     if not app.enforce_access:
         return LOCAL
-    if credentials is None:
-        raise UnauthorizedError("send Authorization: Bearer <token>")
-    return app.access.authenticate(credentials.credentials)
+    if token is None:
+        raise UnauthorizedError(missing)
+    return app.access.authenticate(token)
+
+
+def authenticated(request: Request, credentials: Annotated[
+        HTTPAuthorizationCredentials | None, Security(bearer)]) -> Caller:
+    return caller_of(dreaming_of(request),
+                     None if credentials is None else credentials.credentials)
 
 
 App = Annotated[Dreaming, Depends(dreaming_of)]
@@ -67,13 +75,21 @@ def read_view(request: Request, response: Response, app: Dreaming,
     """A running read model's view once it has applied every event recorded before this
     request (read-your-writes, by default), waiting at most ``DREAM_READ_WAIT_SECONDS``; the
     position it answers from goes back in the ``X-Dream-View-Position`` header."""
+    projection: RunningProjection[TView] = request.app.state.read_models[spec.name]
+    view = caught_up(app, projection, after, request.app.state.read_wait_seconds)
+    response.headers[VIEW_POSITION_HEADER] = str(projection.position())
+    return view
+
+
+def caught_up(app: Dreaming, projection: RunningProjection[TView], after: int | None,
+              wait_seconds: float) -> TView:
+    """The view of a running read model once it holds every event recorded before this call
+    (and ``after``), waiting at most ``wait_seconds``."""
     head = app.store.max_position()
     if after is not None and not 0 <= after <= head:
         raise InvalidRequestError("after must be a position this server has recorded",
                                   field="after", head=head)
-    projection = request.app.state.read_models[spec.name]
-    projection.wait(head or None, timeout=request.app.state.read_wait_seconds)
-    response.headers[VIEW_POSITION_HEADER] = str(projection.position())
+    projection.wait(head or None, timeout=wait_seconds)
     view: TView = projection.view
     return view
 

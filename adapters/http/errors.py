@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -57,11 +59,15 @@ def status_for(code: str) -> int:
 
 def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
-    """The one place every error answer is built: whatever a message or the details echo of
-    the request, the response renders (see ``printable``)."""
-    body = {"error": {"code": code, "message": printable(message),
+    """The one place every error answer is built (see ``error_body``)."""
+    return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``{"error": {"code", "message", "details"}}``: whatever a message or the details echo of
+    the request, the body renders (see ``printable``)."""
+    return {"error": {"code": code, "message": printable(message),
                       "details": printable(jsonable_encoder(details or {}))}}
-    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def printable(value: Any) -> Any:
@@ -79,20 +85,65 @@ def printable(value: Any) -> Any:
     return value
 
 
-def _domain_error(_: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, DomainError)
-    headers = _ERROR_HEADERS.get(error.code)
-    return error_response(status_for(error.code), error.code, error.message, error.details,
-                          headers)
+@dataclass(frozen=True)
+class Problem:
+    """One refusal as every adapter reports it: the HTTP status, the stable code, a message,
+    details and response headers (the MCP tools report the same code, message and details)."""
+
+    status: int
+    code: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] | None = None
+
+
+def shape_problem(errors: Sequence[Mapping[str, Any]]) -> Problem:
+    """Input that is not JSON of the expected shape (a pydantic validation error's list)."""
+    problems = [{"loc": [str(part) for part in e.get("loc", ())], "msg": e.get("msg", ""),
+                 "type": e.get("type", "")} for e in errors]
+    return Problem(UNPROCESSABLE, "invalid_request",
+                   "the request is not valid JSON of the expected shape", {"errors": problems})
+
+
+def problem_of(error: Exception) -> Problem:
+    """What a command or query that raised ``error`` answers."""
+    if isinstance(error, DomainError):
+        return Problem(status_for(error.code), error.code, error.message, error.details,
+                       _ERROR_HEADERS.get(error.code))
+    # A read model that has not reached the position a read needs, or cannot follow the
+    # store right now, is a temporary condition, never a server bug.
+    if isinstance(error, TimeoutError):
+        return Problem(503, "read_model_behind",
+                       "the read model has not caught up with the store yet; retry",
+                       headers={"Retry-After": "1"})
+    if isinstance(error, ProjectionUnavailableError | ProjectionStoppedError):
+        return Problem(503, "read_model_unavailable",
+                       "the read model cannot follow the store right now (see /healthz); retry",
+                       headers={"Retry-After": "1"})
+    if isinstance(error, STORE_OUTAGES):
+        # The store is down, the connection dropped or a lock was held past its timeout: the
+        # command stored all or nothing and may be retried. Logged, as a store bug would land
+        # here.
+        log.warning("store unavailable: %s: %s", type(error).__name__, error)
+        return Problem(503, "store_unavailable",
+                       "the event store is not answering right now; nothing was half-stored, "
+                       "retry", headers={"Retry-After": STORE_RETRY_AFTER})
+    log.exception("unhandled error", exc_info=error)
+    return Problem(500, "internal_error", "the server could not complete the request")
+
+
+def problem_response(problem: Problem) -> JSONResponse:
+    return error_response(problem.status, problem.code, problem.message, problem.details,
+                          problem.headers)
+
+
+def _problem(_: Request, error: Exception) -> JSONResponse:
+    return problem_response(problem_of(error))
 
 
 def _validation_error(_: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    problems = [{"loc": [str(part) for part in e.get("loc", ())], "msg": e.get("msg", ""),
-                 "type": e.get("type", "")} for e in error.errors()]
-    return error_response(UNPROCESSABLE, "invalid_request",
-                          "the request is not valid JSON of the expected shape",
-                          {"errors": problems})
+    return problem_response(shape_problem(error.errors()))
 
 
 def _http_error(_: Request, error: Exception) -> JSONResponse:
@@ -104,38 +155,12 @@ def _http_error(_: Request, error: Exception) -> JSONResponse:
     return error_response(error.status_code, code, str(error.detail))
 
 
-def _read_model_behind(_: Request, error: Exception) -> JSONResponse:
-    # A read model that has not reached the position a read needs, or cannot follow the
-    # store right now, is a temporary condition, never a server bug.
-    if isinstance(error, TimeoutError):
-        return error_response(503, "read_model_behind",
-                              "the read model has not caught up with the store yet; retry",
-                              headers={"Retry-After": "1"})
-    return error_response(503, "read_model_unavailable",
-                          "the read model cannot follow the store right now (see /healthz); "
-                          "retry", headers={"Retry-After": "1"})
-
-
-def _store_unavailable(_: Request, error: Exception) -> JSONResponse:
-    # The store is down, the connection dropped or a lock was held past its timeout: the
-    # command stored all or nothing and may be retried. Logged, as a store bug would land here.
-    log.warning("store unavailable: %s: %s", type(error).__name__, error)
-    return error_response(503, "store_unavailable",
-                          "the event store is not answering right now; nothing was half-stored, "
-                          "retry", headers={"Retry-After": STORE_RETRY_AFTER})
-
-
-def _unexpected(_: Request, error: Exception) -> JSONResponse:
-    log.exception("unhandled error", exc_info=error)
-    return error_response(500, "internal_error", "the server could not complete the request")
-
-
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(DomainError, _domain_error)
+    app.add_exception_handler(DomainError, _problem)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     for error in (TimeoutError, ProjectionUnavailableError, ProjectionStoppedError):
-        app.add_exception_handler(error, _read_model_behind)
+        app.add_exception_handler(error, _problem)
     for outage in STORE_OUTAGES:
-        app.add_exception_handler(outage, _store_unavailable)
-    app.add_exception_handler(Exception, _unexpected)
+        app.add_exception_handler(outage, _problem)
+    app.add_exception_handler(Exception, _problem)

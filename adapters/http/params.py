@@ -34,8 +34,14 @@ async def plain_parameters(request: Request) -> None:
     """Refuse a path or query value with a control character (a router dependency; ``async``
     because it does no I/O, so it runs on the event loop instead of taking a worker thread)."""
     for name, value in request.path_params.items():
-        if isinstance(value, str) and has_control_characters(value):
-            raise _refusal("path", name)
+        if isinstance(value, str):
+            check_plain("path", name, value)
     for name, value in request.query_params.multi_items():
-        if has_control_characters(name) or has_control_characters(value):
-            raise _refusal("query", name)
+        check_plain("query", name, name)
+        check_plain("query", name, value)
+
+
+def check_plain(place: str, name: str, value: str) -> None:
+    """Refuse a ``path`` or ``query`` value (or name) with a control character."""
+    if has_control_characters(value):
+        raise _refusal(place, name)

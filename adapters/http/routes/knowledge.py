@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -18,7 +19,7 @@ from adapters.http.schemas.vocabulary import ReviewedFamilyName
 from application.bootstrap import Dreaming
 from domain.policy import Caller
 from domain.refs import ArtifactFamily, ArtifactRef
-from projections.knowledge import KNOWLEDGE
+from projections.knowledge import KNOWLEDGE, KnowledgeView
 
 router = APIRouter()
 
@@ -32,9 +33,16 @@ def search_knowledge(scope_id: str, request: Request, response: Response, app: A
                      after: After = None) -> KnowledgePage:
     """Approved Experiences and Skills (latest approved revision each) the caller may read,
     most relevant first (without ``q``: newest approvals first)."""
-    items = app.queries.search_knowledge(
-        caller, scope_id, lambda: read_view(request, response, app, KNOWLEDGE, after), q,
-        family, limit)
+    return knowledge_page(app, caller, scope_id,
+                          lambda: read_view(request, response, app, KNOWLEDGE, after), q,
+                          family, limit)
+
+
+def knowledge_page(app: Dreaming, caller: Caller, scope_id: str,
+                   view: Callable[[], KnowledgeView], q: str | None, family: str | None,
+                   limit: int) -> KnowledgePage:
+    """The search, filtered by the caller's rights (``view`` may wait)."""
+    items = app.queries.search_knowledge(caller, scope_id, view, q, family, limit)
     return KnowledgePage(items=[KnowledgeItemView.of(item) for item in items])
 
 

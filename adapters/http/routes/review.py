@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -22,7 +23,8 @@ from adapters.http.schemas.vocabulary import EVERY_STATUS, InboxStatusQuery, Rev
 from application.bootstrap import Dreaming
 from application.review import Reviewed
 from application.store import Written
-from projections.review_inbox import REVIEW_INBOX
+from domain.policy import Caller
+from projections.review_inbox import REVIEW_INBOX, ReviewInboxView
 
 router = APIRouter()
 
@@ -59,9 +61,17 @@ def list_candidates(scope_id: str, request: Request, response: Response, app: Ap
                     after: After = None) -> CandidatePage:
     """The review inbox, in candidate id order (keyset pagination with an opaque cursor);
     ``status=all`` lists every status."""
+    return inbox_page(app, caller, scope_id,
+                      lambda: read_view(request, response, app, REVIEW_INBOX, after),
+                      status, family, cursor, limit)
+
+
+def inbox_page(app: Dreaming, caller: Caller, scope_id: str,
+               view: Callable[[], ReviewInboxView], status: str, family: str | None,
+               cursor: str | None, limit: int) -> CandidatePage:
+    """One page of the inbox, once the caller may read the scope (``view`` may wait)."""
     app.records.get_scope(caller, scope_id)
-    inbox = read_view(request, response, app, REVIEW_INBOX, after)
-    summaries, next_cursor = inbox.list_candidates(
+    summaries, next_cursor = view().list_candidates(
         scope_id, status=None if status == EVERY_STATUS else status, family=family,
         cursor=cursor, limit=limit)
     now = datetime.now(UTC)

@@ -15,6 +15,9 @@ from adapters.http.schemas import (
     ErrorResponse,
 )
 from adapters.http.schemas.vocabulary import DreamOperationName, RunStatusName
+from adapters.workers.pool import WorkerPool
+from application.bootstrap import Dreaming
+from domain.policy import Caller
 from projections.runs import RUNS
 
 router = APIRouter()
@@ -27,14 +30,20 @@ router = APIRouter()
 def request_dream(scope_id: str, body: CreateDreamRun, request: Request, app: App,
                   caller: As, response: Response) -> DreamRunView:
     """Admit a run (202 with Location), or replay the run this idempotency key names."""
+    view = admit_dream(app, getattr(request.app.state, "workers", None), caller, scope_id, body)
+    if view.terminal:
+        response.status_code = 200
+    response.headers["Location"] = f"/v1/scopes/{quote(view.scope_id)}/dream/{view.run_id}"
+    return view
+
+
+def admit_dream(app: Dreaming, workers: WorkerPool | None, caller: Caller, scope_id: str,
+                body: CreateDreamRun) -> DreamRunView:
+    """Admit (or replay) a run, and wake this process's workers for a run still to execute."""
     written = app.runs.request_dream(caller, scope_id, body.to_domain())
     run = written.value.run
-    workers = getattr(request.app.state, "workers", None)
     if workers is not None and not run.terminal:
         workers.wake()
-    if run.terminal:
-        response.status_code = 200
-    response.headers["Location"] = f"/v1/scopes/{quote(run.scope_id)}/dream/{run.run_id}"
     return DreamRunView.of(run, shown(app, written, run))
 
 

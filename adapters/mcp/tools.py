@@ -1,0 +1,268 @@
+"""The tools: each validates its arguments against its route's models and calls the route's
+own function with the caller, so a tool does exactly what its REST route does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Response
+from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
+from pydantic import BaseModel, ValidationError
+
+from adapters.http.errors import Problem, error_body, problem_of, shape_problem
+from adapters.http.routes import audit, knowledge, records, review, runs
+from adapters.http.schemas import (
+    CandidatePage,
+    CandidateView,
+    DreamRunView,
+    EntryVersionView,
+    KnowledgePage,
+    RevisionView,
+    SourceView,
+    TraceView,
+)
+from adapters.mcp import arguments as a
+from adapters.mcp.auth import Identity
+from adapters.mcp.deployment import Deployment
+from application.bootstrap import Dreaming
+from domain.access import Action
+from domain.errors import DomainError
+from domain.policy import Caller
+from projections.knowledge import KNOWLEDGE
+from projections.review_inbox import REVIEW_INBOX
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call: the deployment, who calls, and the scope it acts in."""
+
+    deployment: Deployment
+    caller: Caller
+    scope_id: str
+
+    @property
+    def app(self) -> Dreaming:
+        return self.deployment.dreaming
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    arguments: type[a.InScope]
+    run: Callable[[Call, Any], BaseModel]
+    read_only: bool = False
+    review: bool = False  # a review decision: offered only as the deployment allows
+
+    def tool(self) -> Tool:
+        # No output schema: the answers are the REST API's (docs/openapi.json), and their
+        # schemas would multiply what a model reads before its first call.
+        return Tool(name=self.name, title=self.title, description=self.description,
+                    input_schema=self.arguments.model_json_schema(),
+                    annotations=ToolAnnotations(read_only_hint=self.read_only,
+                                                destructive_hint=False))
+
+
+# -- what each tool runs: its route's function ----------------------------------------------
+
+def _record_source(call: Call, args: a.RecordSourceArguments) -> SourceView:
+    return records.record_source(call.scope_id, args, call.app, call.caller, Response())
+
+
+def _create_memory(call: Call, args: a.CreateMemoryArguments) -> RevisionView:
+    return records.create_memory(call.scope_id, args, call.app, call.caller)
+
+
+def _add_entry(call: Call, args: a.AddEntryArguments) -> EntryVersionView:
+    return records.add_entry(call.scope_id, args.memory_id, args, call.app, call.caller)
+
+
+def _revise_entry(call: Call, args: a.ReviseEntryArguments) -> EntryVersionView:
+    return records.revise_entry(call.scope_id, args.memory_id, args.entry_id, args, call.app,
+                                call.caller)
+
+
+def _deactivate_entry(call: Call, args: a.DeactivateEntryArguments) -> EntryVersionView:
+    return records.deactivate_entry(call.scope_id, args.memory_id, args.entry_id, args,
+                                    call.app, call.caller)
+
+
+def _request_dream(call: Call, args: a.RequestDreamArguments) -> DreamRunView:
+    return runs.admit_dream(call.app, call.deployment.running().workers, call.caller,
+                            call.scope_id, args)
+
+
+def _get_dream(call: Call, args: a.DreamRunArguments) -> DreamRunView:
+    return runs.get_dream(call.scope_id, args.run_id, call.app, call.caller)
+
+
+def _inbox(call: Call, args: a.InboxArguments) -> CandidatePage:
+    return review.inbox_page(call.app, call.caller, call.scope_id,
+                             call.deployment.view(REVIEW_INBOX), args.status, args.family,
+                             args.cursor, args.limit)
+
+
+def _search(call: Call, args: a.SearchArguments) -> KnowledgePage:
+    return knowledge.knowledge_page(call.app, call.caller, call.scope_id,
+                                    call.deployment.view(KNOWLEDGE), args.q, args.family,
+                                    args.limit)
+
+
+def _entry_version(call: Call, args: a.EntryVersionArguments) -> EntryVersionView:
+    return records.read_entry_version(call.scope_id, args.memory_id, args.revision,
+                                      args.entry_id, args.entry_version_id, call.app,
+                                      call.caller)
+
+
+def _revision(call: Call, args: a.RevisionArguments) -> RevisionView:
+    return records.get_revision(call.scope_id, args.family, args.artifact_id, args.revision,
+                                call.app, call.caller)
+
+
+def _trace(call: Call, args: a.RevisionArguments) -> TraceView:
+    return audit.trace(call.scope_id, args.family, args.artifact_id, args.revision, call.app,
+                       call.caller)
+
+
+def _approve(call: Call, args: a.ApproveArguments) -> CandidateView:
+    return review.approve_candidate(call.scope_id, args.candidate_id, args, call.app,
+                                    call.caller)
+
+
+def _reject(call: Call, args: a.RejectArguments) -> CandidateView:
+    return review.reject_candidate(call.scope_id, args.candidate_id, args, call.app,
+                                   call.caller)
+
+
+# -- the tools, as a model reads them -------------------------------------------------------
+
+_WRITES = [
+    ToolSpec("record_source", "Record a task Source", (
+        "Record what happened in one attempt at a task, as a Source: the raw evidence Dream "
+        "runs learn from. Give a source_type (e.g. \"task\"), a stable source_id, the "
+        "attempt_id of this attempt and the text (or a JSON payload). Recording the identical "
+        "Source again changes nothing; different content under the same id is refused "
+        "(source_conflict)."), a.RecordSourceArguments, _record_source),
+    ToolSpec("create_memory", "Create a Memory", (
+        "Create a Memory: a named, versioned notebook of entries. Needed once, before "
+        "add_memory_entry writes to it."), a.CreateMemoryArguments, _create_memory),
+    ToolSpec("add_memory_entry", "Add a Memory entry", (
+        "Add an entry to a Memory: a short note of a given kind (task_record, preference, "
+        "counter_example, ...) citing the Sources it rests on. The answer's `citation` names "
+        "this exact entry version; pass it to request_dream as a memory citation."),
+        a.AddEntryArguments, _add_entry),
+    ToolSpec("revise_memory_entry", "Revise a Memory entry", (
+        "Write a new version of an existing Memory entry (new text and citations). Earlier "
+        "versions stay readable through their citations."), a.ReviseEntryArguments,
+        _revise_entry),
+    ToolSpec("deactivate_memory_entry", "Retire a Memory entry", (
+        "Retire a Memory entry that turned out wrong or obsolete (reversible over the REST "
+        "API). Dream runs and approvals citing it are refused from then on."),
+        a.DeactivateEntryArguments, _deactivate_entry),
+    ToolSpec("request_dream", "Request a Dream run", (
+        "Ask for a background Dream run that distils exact evidence into a Candidate for "
+        "review: operation refine_experience (over memory_citations and sources) or "
+        "derive_skill (over an approved Experience revision in artifacts). Answers the run "
+        "at once; call get_dream_run until `terminal` is true. The idempotency_key makes a "
+        "retry return the same run."), a.RequestDreamArguments, _request_dream),
+]
+_READS = [
+    ToolSpec("get_dream_run", "Get a Dream run's status", (
+        "Read one Dream run: status (queued, running, succeeded, failed), outcome (proposed, "
+        "no_change, needs_evidence), the Candidate it proposed (id and version) and the "
+        "reason it ended; `terminal` says whether it can still change."),
+        a.DreamRunArguments, _get_dream, read_only=True),
+    ToolSpec("list_review_inbox", "List the review inbox", (
+        "List the scope's Candidates awaiting review (or approved, rejected, all), with each "
+        "one's current version and why it was proposed; page on with next_cursor."),
+        a.InboxArguments, _inbox, read_only=True),
+    ToolSpec("search_knowledge", "Search approved knowledge", (
+        "Search the scope's approved knowledge: reviewed Experiences (situation, action, "
+        "outcome, lesson) and Skills, most relevant first; without q, the newest. Use it "
+        "before a task to reuse what was learned. Each Skill is also a SKILL.md resource to "
+        "load."), a.SearchArguments, _search, read_only=True),
+    ToolSpec("read_entry_version", "Read an exact Memory entry version", (
+        "Read exactly the Memory entry version a citation names (memory_id, revision, "
+        "entry_id, entry_version_id), whatever was written since."),
+        a.EntryVersionArguments, _entry_version, read_only=True),
+    ToolSpec("read_artifact_revision", "Read an exact Artifact revision", (
+        "Read one exact revision of an Artifact (family experience, skill, memory or prompt): "
+        "its content, lineage and provenance."), a.RevisionArguments, _revision, read_only=True),
+    ToolSpec("trace_artifact", "Trace an approved Artifact", (
+        "Trace an Artifact revision to its evidence: the Candidate version and who approved "
+        "it, the Dream run, its frozen manifest, and the exact Memory entry versions and "
+        "Sources, each with whether it is still usable now."), a.RevisionArguments,
+        _trace, read_only=True),
+]
+_DECISIONS = [
+    ToolSpec("approve_candidate", "Approve a Candidate", (
+        "Approve the version of a pending Candidate you reviewed (reviewers only): writes the "
+        "new Experience or Skill revision, which then shows in search_knowledge. Pass that "
+        "version as expected_version."), a.ApproveArguments, _approve,
+        review=True),
+    ToolSpec("reject_candidate", "Reject a Candidate", (
+        "Reject the version of a pending Candidate you reviewed (reviewers only), with a "
+        "reason."), a.RejectArguments, _reject, review=True),
+]
+TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [*_WRITES, *_READS, *_DECISIONS]}
+
+
+def tool_list(with_review: bool) -> list[Tool]:
+    return [spec.tool() for spec in TOOLS.values() if with_review or not spec.review]
+
+
+def offers_review(deployment: Deployment, caller: Caller, scope_id: str | None) -> bool:
+    """Review decisions are offered when the deployment allows them over MCP, to a caller who
+    may review in the session's scope (every decision re-checks the caller's rights)."""
+    if not deployment.settings.mcp_review:
+        return False
+    app = deployment.dreaming
+    if not app.enforce_access or caller.admin:
+        return True
+    if scope_id is None:
+        return False
+    try:
+        scope = app.records.get_scope(caller, scope_id)
+    except DomainError:
+        return False
+    return app.policy.permits(caller, scope, Action.REVIEW)
+
+
+def tools_for(deployment: Deployment, identity: Identity, request: Any) -> list[Tool]:
+    caller = identity.caller(request)
+    return tool_list(offers_review(deployment, caller, identity.default_scope(request)))
+
+
+def call_tool(deployment: Deployment, identity: Identity, request: Any, name: str,
+              arguments: dict[str, Any] | None) -> CallToolResult:
+    """Run one tool; a refusal is a tool error carrying the REST API's code and message."""
+    spec = TOOLS.get(name)
+    if spec is None or (spec.review and not deployment.settings.mcp_review):
+        return failed(Problem(404, "not_found", f"no tool named {name!r} is offered here",
+                              {"tool": name}))
+    try:
+        caller = identity.caller(request)  # first, as REST authenticates before the body
+    except Exception as error:
+        return failed(problem_of(error))
+    try:
+        args = spec.arguments.model_validate(arguments or {})
+    except ValidationError as error:
+        return failed(shape_problem(error.errors()))
+    try:
+        args.check_plain()
+        result = spec.run(Call(deployment, caller, args.scope(identity.default_scope(request))),
+                          args)
+    except Exception as error:
+        return failed(problem_of(error))
+    return CallToolResult(content=[TextContent(text=result.model_dump_json())],
+                          structured_content=result.model_dump(mode="json"))
+
+
+def failed(problem: Problem) -> CallToolResult:
+    body = error_body(problem.code, problem.message, problem.details)
+    return CallToolResult(content=[TextContent(text=json.dumps(body))],
+                          structured_content=body, is_error=True)
