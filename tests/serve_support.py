@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,14 +36,14 @@ def free_port() -> int:
 class DreamServe:
     """`dream serve` as a subprocess on a free loopback port, access disabled."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, args: Sequence[str] = ()) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
         full_env = {**os.environ, "DREAM_ACCESS": "disabled", **env}
         with log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "adapters.cli", "serve", "--port", str(self.port)],
+                [sys.executable, "-m", "adapters.cli", "serve", "--port", str(self.port), *args],
                 env=full_env, stdout=out, stderr=subprocess.STDOUT)
         self._wait_until_listening()
 

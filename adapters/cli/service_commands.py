@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -14,7 +15,11 @@ from functools import partial
 
 from adapters.cli.demo import default_scope_id, progress, render, run_demo
 from adapters.cli.options import Commands, add_store_options, settings_from
+from adapters.http.processes import RESTART_CAP_SECONDS, Supervisor, bind_listener, say
+from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
+
+MAX_PROCESSES = 64
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -67,17 +72,53 @@ def _stop_on_signals() -> threading.Event:
 def _serve(args: argparse.Namespace) -> int:
     from adapters.http.server import serve  # noqa: PLC0415 - keeps the CLI start fast
 
-    _log_view_roles()
     settings = settings_from(args)
     if args.access:
         settings = settings.model_copy(update={"access": args.access})
-    serve(settings, args.host, args.port)
+    if args.processes > 1:
+        return _supervise(args, settings)
+    _log_view_roles()
+    supervised = None
+    if args.listen_fd is not None and args.supervisor_pid is not None:
+        supervised = (args.listen_fd, args.supervisor_pid)
+    serve(settings, args.host, args.port, supervised)
     return 0
+
+
+def _supervise(args: argparse.Namespace, settings: Settings) -> int:
+    """``--processes N``: N ``dream serve`` processes with this one's options, on one socket."""
+    from adapters.http.server import check_store  # noqa: PLC0415
+
+    stop = _stop_on_signals()  # before anything starts, so no signal is missed
+    try:
+        listener = bind_listener(args.host, args.port)
+    except OSError as error:
+        say(f"cannot listen on {args.host}:{args.port}: {error}")
+        return 1
+    check_store(settings)  # a store that cannot be opened fails here, once, as it would alone
+    # This command's options reach the processes as the settings they stand for: in the
+    # environment, where a password in the database URL is not shown to every local user.
+    env = dict(os.environ)
+    for name, value in (("DREAM_DATA_DIR", args.data_dir),
+                        ("DREAM_DATABASE_URL", args.database_url), ("DREAM_ACCESS", args.access)):
+        env.update({name: value} if value else {})
+    say(f"{args.processes} API processes on {args.host}:{args.port}")
+    command = [sys.executable, "-m", "adapters.cli", "serve", "--host", args.host,
+               "--port", str(args.port)]
+    return Supervisor(command, env, listener, args.processes).run(stop)
+
+
+def _process_count(text: str) -> int:
+    count = int(text) if text.isdigit() else 0
+    if not 1 <= count <= MAX_PROCESSES:
+        msg = f"expected a whole number from 1 to {MAX_PROCESSES}, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return count
 
 
 def _worker(args: argparse.Namespace) -> int:
     """Execute Dream runs until SIGTERM/SIGINT; the read models are hosted by `dream serve`."""
-    from adapters.store.projection_runtime import open_view  # noqa: PLC0415
+    from adapters.store.view_batches import open_view  # noqa: PLC0415
     from adapters.workers.pool import when_store_answers, worker_pool  # noqa: PLC0415
     from projections.runs import RUNS  # noqa: PLC0415
 
@@ -140,6 +181,28 @@ def _openapi(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_serve(commands: Commands) -> None:
+    serve = commands.add_parser(
+        "serve", help="serve the HTTP API",
+        description="Serve the HTTP API. Each API process also competes to host the read "
+        "models (DREAM_HOST_VIEWS) and executes up to DREAM_WORKERS Dream runs at once.")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8787)
+    serve.add_argument("--access", choices=["enforced", "disabled"], help="DREAM_ACCESS")
+    serve.add_argument(
+        "--processes", type=_process_count, default=1, metavar="N",
+        help="run N API processes on the one host:port (default 1: this process serves). "
+        "A supervisor binds the port and starts N full `dream serve` processes that share it; "
+        "it restarts one that dies (after a pause doubling up to "
+        f"{RESTART_CAP_SECONDS:.0f} s) and on SIGTERM/SIGINT stops them all, exiting 0 "
+        "when each stopped cleanly.")
+    # Set by the supervisor of --processes for each process it starts.
+    serve.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
+    serve.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
+    add_store_options(serve)
+    serve.set_defaults(handler=_serve)
+
+
 def add_commands(commands: Commands) -> None:
     demo = commands.add_parser("demo", help="run the main job on the embedded store")
     demo.add_argument("--scope", help="scope id to create (default: a fresh demo-<time> id)")
@@ -147,12 +210,7 @@ def add_commands(commands: Commands) -> None:
     demo.add_argument("--json", action="store_true", help="print JSON only, no progress")
     demo.set_defaults(handler=_demo)
 
-    serve = commands.add_parser("serve", help="serve the HTTP API")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8787)
-    serve.add_argument("--access", choices=["enforced", "disabled"], help="DREAM_ACCESS")
-    add_store_options(serve)
-    serve.set_defaults(handler=_serve)
+    _add_serve(commands)
 
     worker = commands.add_parser("worker", help="execute Dream runs (scaled mode)")
     worker.add_argument("--workers", type=int, help="concurrent generations (DREAM_WORKERS)")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Literal
 
@@ -15,9 +16,11 @@ import uvicorn
 from fastapi import FastAPI
 
 from adapters.http.app import create_app
+from adapters.http.processes import ProcessHeader, stop_when_orphaned
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming, private_dir
 from application.bootstrap import Dreaming
+from domain.errors import WriteConflictError
 
 STARTUP_TIMEOUT_SECONDS = 20.0
 ADMIN_TOKEN_FILE = "admin-token"
@@ -45,20 +48,41 @@ def write_admin_token(data_dir: Path, token: str) -> Path:
 
 
 def prepare(settings: Settings) -> tuple[Dreaming, str | None]:
-    """Open the store; on the first enforced start create the admin token."""
+    """Open the store; on the first enforced start create the admin token (and announce where
+    it is)."""
     dreaming = open_dreaming(settings)
-    token = dreaming.access.bootstrap_admin() if dreaming.enforce_access else None
-    return dreaming, token
-
-
-def serve(settings: Settings, host: str, port: int) -> None:
-    dreaming, token = prepare(settings)
+    token = None
+    if dreaming.enforce_access:
+        # A conflict: another API process starting at the same moment created it.
+        with suppress(WriteConflictError):
+            token = dreaming.access.bootstrap_admin()
     if token is not None:
         # Only the file holds the secret: logs and terminals are read by more people.
         path = write_admin_token(settings.data_dir, token)
         print(f"Created the admin principal; its token is in {path} (mode 0600).", flush=True)
+    return dreaming, token
+
+
+def check_store(settings: Settings) -> None:
+    """What ``serve`` does first, alone: fails like it when the store cannot be opened."""
+    dreaming, _ = prepare(settings)
+    dreaming.close()
+
+
+def serve(settings: Settings, host: str, port: int,
+          supervised: tuple[int, int] | None = None) -> None:
+    """Serve on ``host:port``; ``supervised``: (listening socket inherited, supervisor pid)."""
+    dreaming, _ = prepare(settings)
     try:
-        uvicorn.run(create_app(dreaming, settings), host=host, port=port, log_level="info")
+        api = create_app(dreaming, settings)
+        api.add_middleware(ProcessHeader)
+        if supervised is None:
+            uvicorn.run(api, host=host, port=port, log_level="info")
+            return
+        listen_fd, supervisor_pid = supervised
+        server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="info"))
+        stop_when_orphaned(supervisor_pid, lambda: setattr(server, "should_exit", True))
+        server.run(sockets=[socket.socket(fileno=listen_fd)])
     finally:
         dreaming.close()
 
