@@ -44,6 +44,8 @@ bench: $(RUNTIME)
 	$(BIN)/dream bench review
 	$(BIN)/dream bench audit
 	$(BIN)/dream bench freshness
+	$(BIN)/dream bench backlog
+	$(BIN)/dream bench mcp
 
 ci:
 	bash .ci/run

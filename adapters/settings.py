@@ -81,6 +81,10 @@ class Settings(BaseSettings):
 
     review_page: bool = Field(default=False, description=(
         "Serve the web review page at /review (static; it calls the API with a pasted token)."))
+    mcp_stateless: bool = Field(default=False, description=(
+        "Answer each MCP request at /mcp on its own, without sessions: needed when several "
+        "processes share the port (`dream serve --processes N` sets it for them). Resource "
+        "list-changed notifications need a session, so none are sent."))
     mcp_review: bool = Field(default=False, description=(
         "Offer the review decisions (approve_candidate, reject_candidate) as MCP tools, to "
         "principals that may review in the session's scope; off: agents cannot decide."))

@@ -98,7 +98,8 @@ def _supervise(args: argparse.Namespace, settings: Settings) -> int:
     check_store(settings)  # a store that cannot be opened fails here, once, as it would alone
     # This command's options reach the processes as the settings they stand for: in the
     # environment, where a password in the database URL is not shown to every local user.
-    env = dict(os.environ)
+    # An MCP session lives in one process, and the next request may reach another.
+    env = {**os.environ, "DREAM_MCP_STATELESS": "true"}
     for name, value in (("DREAM_DATA_DIR", args.data_dir),
                         ("DREAM_DATABASE_URL", args.database_url), ("DREAM_ACCESS", args.access)):
         env.update({name: value} if value else {})
@@ -131,7 +132,8 @@ def _worker(args: argparse.Namespace) -> int:
     try:
         if app is not None and view is not None:
             with worker_pool(app, settings, view.claimable):
-                print(f"dream worker: {settings.workers} concurrent generations",
+                print(f"dream worker: {settings.workers} threads, at most "
+                      f"{settings.max_concurrent_generations} generations across the deployment",
                       file=sys.stderr, flush=True)
                 stop.wait()
     finally:
@@ -232,7 +234,7 @@ def add_commands(commands: Commands) -> None:
 
     bench = commands.add_parser("bench", help="run a benchmark")
     bench.add_argument("suite", choices=["core", "http", "dream", "execution", "review", "audit",
-                                          "freshness"],
+                                          "freshness", "backlog", "mcp"],
                        help="which benchmark")
     bench.add_argument("options", nargs=argparse.REMAINDER,
                        help="passed to the suite, e.g. --quick, --json, --stores sqlite")

@@ -22,9 +22,11 @@ class McpEndpoint:
     def __init__(self, dreaming: Dreaming, settings: Settings,
                  running: Callable[[], Running]) -> None:
         server = build_server(Deployment(dreaming, settings, running), HttpIdentity(dreaming))
-        # Stateful sessions, so that each has a stream (GET) for the server's notifications;
-        # every call answers plain JSON: no per-call event stream (a third of a call's time).
-        self.sessions = StreamableHTTPSessionManager(app=server, json_response=True)
+        # Stateful sessions, so that each has a stream (GET) for the server's notifications,
+        # unless several processes share the port: a session lives in one of them. Every call
+        # answers plain JSON: no per-call event stream (a third of a call's time).
+        self.sessions = StreamableHTTPSessionManager(app=server, json_response=True,
+                                                     stateless=settings.mcp_stateless)
         self.app = BearerGate(StreamableHTTPASGIApp(self.sessions), dreaming)
 
     def run(self) -> AbstractAsyncContextManager[None]:

@@ -277,7 +277,7 @@ def view_env(settings: Settings, name: str) -> dict[str, str]:
     ``<name>_tracking``.
     """
     if settings.database_url:
-        keys = {"PERSISTENCE_MODULE": _topic(DreamPostgresFactory)}
+        keys = {"PERSISTENCE_MODULE": _topic(DreamPostgresFactory), **lean_pool(settings, 1)}
     else:
         views = private_dir(private_dir(settings.data_dir) / "views")
         keys = {
@@ -295,15 +295,29 @@ def prefixed_env(name: str, keys: dict[str, str]) -> dict[str, str]:
     return {prefix + key: value for key, value in keys.items()}
 
 
+def lean_pool(settings: Settings, warm: int) -> dict[str, str]:
+    """A PostgreSQL pool that keeps ``warm`` connections open and grows to
+    ``DREAM_POSTGRES_POOL_SIZE`` only while busy: a process has a pool per view, per view
+    runner and for its event feed, and most of them are idle most of the time."""
+    if not settings.database_url:
+        return {}
+    warm = min(warm, settings.postgres_pool_size)
+    return {"POSTGRES_POOL_SIZE": str(warm),
+            "POSTGRES_MAX_OVERFLOW": str(settings.postgres_pool_size - warm)}
+
+
 def projection_env(settings: Settings, name: str) -> dict[str, str]:
-    """Everything a projection runner needs: the write model's store plus the view's own."""
-    return {**application_env(settings), **view_env(settings, name)}
+    """Everything a projection runner needs: the write model's store (a lean pool: its
+    LISTEN connection and one more stay open) plus the view's own."""
+    return {**application_env(settings), **lean_pool(settings, 2), **view_env(settings, name)}
 
 
-def open_store(settings: Settings | None = None) -> EventStore:
+def open_store(settings: Settings | None = None, *, warm: int | None = None) -> EventStore:
     """The event store alone, configured from settings (default: ``DREAM_*`` environment):
-    what projection runners and replay read from."""
-    return EventStore(env=application_env(settings or Settings()))
+    what projection runners and replay read from; with ``warm``, a lean pool."""
+    settings = settings or Settings()
+    lean = {} if warm is None else lean_pool(settings, warm)
+    return EventStore(env={**application_env(settings), **lean})
 
 
 def open_dreaming(settings: Settings | None = None) -> Dreaming:
