@@ -184,16 +184,16 @@ class ProjectionView(TrackingRecorder, ABC):
             return True
 
     @contextmanager
-    def batch(self, *, careful: bool = False) -> Iterator[None]:
+    def batch(self, *, careful: bool = False) -> Iterator[ViewCursor]:
         """Apply many events in one transaction (rebuilds and replays): one commit instead of
         one per event. Careful: a savepoint per event (a failing event becomes a dead letter,
         as live); fast: none, and the first failure aborts the whole batch. The batch belongs
-        to the calling thread or task only."""
+        to the calling thread or task only; its cursor is the transaction's."""
         with self._store().transaction(commit=True) as cursor:
             batch = _Batch(self, cursor, careful)
             token = _BATCH.set(batch)
             try:
-                yield
+                yield cursor
             finally:
                 _BATCH.reset(token)
             if batch.last is not None and batch.last is not batch.first:

@@ -40,6 +40,12 @@ def v1_router(prefix: str = "", tags: list[str | Enum] | None = None) -> APIRout
                      dependencies=[Depends(plain_parameters)])
 
 
+async def deployment(request: Request) -> Dreaming:
+    """The application a route works on (``async``: no I/O, so FastAPI resolves it on the
+    event loop instead of handing it to a worker thread and back)."""
+    return dreaming_of(request)
+
+
 def dreaming_of(request: Request) -> Dreaming:
     app: Dreaming = request.app.state.dreaming
     return app
@@ -62,7 +68,7 @@ def authenticated(request: Request, credentials: Annotated[
                      None if credentials is None else credentials.credentials)
 
 
-App = Annotated[Dreaming, Depends(dreaming_of)]
+App = Annotated[Dreaming, Depends(deployment)]
 As = Annotated[Caller, Depends(authenticated)]
 After = Annotated[int | None, Query(
     description="An event position the answer must include. Every read-model read already "

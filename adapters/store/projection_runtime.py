@@ -289,14 +289,16 @@ class RunningProjection(Generic[TView]):
         asked = self._follower_waits.is_set()
         self._follower_waits.clear()
         head = self.app.recorder.max_notification_id() or 0
+        # "Applied" is said when a follower asked, and by every batch of a view other
+        # processes act on (workers claim from the runs view); not per commit otherwise.
+        announce = (self._channel("applied")
+                    if self._pg is not None and (asked or self.spec.announced) else None)
         applied = 0
         if head > self._position:
             applied = apply_events(self.app, self._projection, self.view, head,
                                    progress=lambda _, position, __: self._advance(position),
-                                   start=self._position, fetch=self._fetch)
-        # Said when a follower asked, or after every batch of a view other processes act on
-        # (workers claim from the runs view); not per commit otherwise.
-        if asked or (applied and self.spec.announced):
+                                   start=self._position, fetch=self._fetch, announce=announce)
+        if asked and not applied:  # nothing new: answer at once
             self._signal("applied")
 
     def _channel(self, kind: str) -> str:

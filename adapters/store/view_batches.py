@@ -25,6 +25,7 @@ from adapters.settings import Settings
 from adapters.store.persistence import open_store, projection_env
 from adapters.store.shared_feed import BATCH_EVENTS, Fetch, store_fetch
 from projections.base import BatchAbortedError, ProjectionSpec, ProjectionView, TView
+from projections.dialect import ViewCursor
 
 Progress = Callable[[str, int, int], None]  # projection, position reached, target
 
@@ -71,12 +72,14 @@ def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
 
 def apply_events(app: Application[Any], projection: Projection[Any], view: ProjectionView,
                  target: int, progress: Progress | None = None, *,
-                 start: int | None = None, fetch: Fetch | None = None) -> int:
+                 start: int | None = None, fetch: Fetch | None = None,
+                 announce: str | None = None) -> int:
     """Apply the events after ``start`` (default: the view's position) up to ``target``, a
     batch per transaction; the number of events applied. A batch in which an event fails is
     redone with a savepoint per event, so a dead letter is recorded exactly as it is live.
     ``progress`` hears of each committed batch; ``fetch`` supplies the events (default: read
-    from ``app``'s store)."""
+    from ``app``'s store); on PostgreSQL, ``announce`` is a channel NOTIFYed by each batch's
+    own transaction, so at its commit and at no extra round trip."""
     fetch = fetch or store_fetch(app)
     applied = 0
     position = (view.max_tracking_id(app.name) or 0) if start is None else start
@@ -87,11 +90,11 @@ def apply_events(app: Application[Any], projection: Projection[Any], view: Proje
         if not events:
             break
         try:
-            with view.batch():
-                _apply(projection, events)
+            with view.batch() as cursor:
+                _apply(projection, events, cursor, announce)
         except BatchAbortedError:  # rolled back: redo it an event per savepoint
-            with view.batch(careful=True):
-                _apply(projection, events)
+            with view.batch(careful=True) as cursor:
+                _apply(projection, events, cursor, announce)
         position = events[-1][1].notification_id
         applied += len(events)
         if progress is not None:
@@ -99,6 +102,9 @@ def apply_events(app: Application[Any], projection: Projection[Any], view: Proje
     return applied
 
 
-def _apply(projection: Projection[Any], events: list[tuple[Any, Tracking]]) -> None:
+def _apply(projection: Projection[Any], events: list[tuple[Any, Tracking]],
+           cursor: ViewCursor, announce: str | None) -> None:
     for domain_event, tracking in events:
         projection.process_event(domain_event, tracking)
+    if announce is not None:
+        cursor.execute("SELECT pg_notify(%(channel)s, '')", {"channel": announce})
