@@ -65,6 +65,15 @@ class Written(Generic[T]):
     position: int | None
 
 
+def replay(aggregate: Any, events: Iterable[Any]) -> Any:
+    """The library's projector without its per-event ``isinstance`` against a runtime
+    Protocol, which cost a seventh of an admission's interpreter time (Python 3.11): every
+    event of this store is one of the aggregates' own, with a ``mutate``."""
+    for domain_event in events:
+        aggregate = domain_event.mutate(aggregate)
+    return aggregate
+
+
 class EventStore(Application[UUID]):
     """Load, save with a read set, history, positions: nothing else."""
 
@@ -87,7 +96,8 @@ class EventStore(Application[UUID]):
              version: int | None = None) -> Any:
         try:
             with store_call():
-                return self.repository.get(aggregate_id, version=version)
+                return self.repository.get(aggregate_id, version=version,
+                                           projector_func=replay)
         except AggregateNotFoundError:
             raise missing() from None
 
@@ -100,7 +110,7 @@ class EventStore(Application[UUID]):
         """The aggregate, or ``None`` when it has no events: one load, no separate check."""
         try:
             with store_call():
-                return self.repository.get(aggregate_id)
+                return self.repository.get(aggregate_id, projector_func=replay)
         except AggregateNotFoundError:
             return None
 
