@@ -65,6 +65,9 @@ class Written(Generic[T]):
     position: int | None
 
 
+MAX_REMEMBERED_IDS = 200_000  # of aggregates known not to be snapshotted (about 20 MB at most)
+
+
 def replay(aggregate: Any, events: Iterable[Any]) -> Any:
     """The library's projector without its per-event ``isinstance`` against a runtime
     Protocol, which cost a seventh of an admission's interpreter time (Python 3.11): every
@@ -87,6 +90,9 @@ class EventStore(Application[UUID]):
             msg = (f"{type(self.recorder).__name__} cannot check read sets; configure the "
                    "store through adapters.store.persistence")
             raise TypeError(msg)
+        # Ids of aggregates whose class is never snapshotted, learned as they are loaded:
+        # their loads skip the snapshot store's query, a round trip each (see ``_rebuild``).
+        self._never_snapshotted: set[UUID] = set()
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
@@ -96,8 +102,7 @@ class EventStore(Application[UUID]):
              version: int | None = None) -> Any:
         try:
             with store_call():
-                return self.repository.get(aggregate_id, version=version,
-                                           projector_func=replay)
+                return self._rebuild(aggregate_id, version)
         except AggregateNotFoundError:
             raise missing() from None
 
@@ -110,9 +115,24 @@ class EventStore(Application[UUID]):
         """The aggregate, or ``None`` when it has no events: one load, no separate check."""
         try:
             with store_call():
-                return self.repository.get(aggregate_id, projector_func=replay)
+                return self._rebuild(aggregate_id, None)
         except AggregateNotFoundError:
             return None
+
+    def _rebuild(self, aggregate_id: UUID, version: int | None) -> Any:
+        """The aggregate from its events, through its latest snapshot only when its class is
+        snapshotted: the snapshot store is asked for every aggregate otherwise."""
+        if aggregate_id not in self._never_snapshotted:
+            aggregate = self.repository.get(aggregate_id, version=version, projector_func=replay)
+            if type(aggregate) not in self.snapshotting_intervals:
+                if len(self._never_snapshotted) >= MAX_REMEMBERED_IDS:
+                    self._never_snapshotted.clear()  # bounded: start learning afresh
+                self._never_snapshotted.add(aggregate_id)
+            return aggregate
+        aggregate = replay(None, self.events.get(aggregate_id, lte=version))
+        if aggregate is None:
+            raise AggregateNotFoundError(aggregate_id)
+        return aggregate
 
     def commit(self, *changed: Aggregate, read: Iterable[Aggregate] = (),
                acted_by: Caller | None = None) -> int | None:

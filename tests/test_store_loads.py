@@ -1,0 +1,61 @@
+"""Loads ask the snapshot store only for aggregates whose class is snapshotted; an aggregate of
+any other class costs one query, and loads the same."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from application.bootstrap import Dreaming
+from domain.dream_queue import DreamQueue
+from domain.errors import ScopeNotFoundError
+from domain.policy import LOCAL
+from domain.scope import Scope
+
+
+@pytest.fixture
+def snapshot_queries(app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    asked: list[Any] = []
+    snapshots = app.store.snapshots
+    assert snapshots is not None
+    original = snapshots.get
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs.get("originator_id", args[0] if args else None))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(snapshots, "get", counted)
+    return asked
+
+
+def test_a_scope_is_asked_for_a_snapshot_once_then_loaded_from_its_events(
+        app: Dreaming, snapshot_queries: list[Any]) -> None:
+    app.records.create_scope(LOCAL, "s")
+    scope_id = Scope.create_id("s")
+    first = app.store.load(scope_id, lambda: ScopeNotFoundError("no"))
+    app.records.change_scope_settings(LOCAL, "s", {"max_items": 8})
+    again = app.store.load(scope_id, lambda: ScopeNotFoundError("no"))
+    as_of_first = app.store.load(scope_id, lambda: ScopeNotFoundError("no"), first.version)
+    assert snapshot_queries.count(scope_id) == 1  # learned on the first load
+    assert again.version == first.version + 1
+    assert again == app.store.repository.get(scope_id)  # the library's own load agrees
+    assert as_of_first == first
+
+
+def test_a_snapshotted_aggregate_is_always_loaded_through_its_snapshot(
+        app: Dreaming, snapshot_queries: list[Any]) -> None:
+    app.records.create_scope(LOCAL, "s")
+    queue = DreamQueue.open("s")
+    app.store.commit(queue)
+    for _ in range(3):
+        assert app.store.load(queue.id, lambda: ScopeNotFoundError("no")) == queue
+    assert snapshot_queries.count(queue.id) == 3
+
+
+def test_a_missing_aggregate_is_still_missing(app: Dreaming) -> None:
+    app.records.create_scope(LOCAL, "s")
+    app.store.load(Scope.create_id("s"), lambda: ScopeNotFoundError("no"))
+    assert app.store.find(Scope.create_id("other")) is None
+    with pytest.raises(ScopeNotFoundError):
+        app.store.load(Scope.create_id("other"), lambda: ScopeNotFoundError("no"))
