@@ -197,7 +197,8 @@ def _add_serve(commands: Commands) -> None:
         "A supervisor binds the port and starts N full `dream serve` processes that share it; "
         "it restarts one that dies (after a pause doubling up to "
         f"{RESTART_CAP_SECONDS:.0f} s) and on SIGTERM/SIGINT stops them all, exiting 0 "
-        "when each stopped cleanly.")
+        "when each stopped cleanly. MCP at /mcp then answers each request on its own "
+        "(DREAM_MCP_STATELESS): no list-changed notifications.")
     # Set by the supervisor of --processes for each process it starts.
     serve.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
     serve.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
@@ -234,7 +235,7 @@ def add_commands(commands: Commands) -> None:
 
     bench = commands.add_parser("bench", help="run a benchmark")
     bench.add_argument("suite", choices=["core", "http", "dream", "execution", "review", "audit",
-                                          "freshness", "backlog", "mcp"],
+                                          "freshness", "backlog", "mcp", "scale"],
                        help="which benchmark")
     bench.add_argument("options", nargs=argparse.REMAINDER,
                        help="passed to the suite, e.g. --quick, --json, --stores sqlite")
