@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -18,9 +17,10 @@ from adapters.store.generation_slots import GENERATION, LeasedSlots, Slot, lease
 from adapters.store.projection_runtime import start_projection
 from application.bootstrap import Dreaming
 from projections.runs import RUNS
-from tests.openai_fake import NO_CHANGE, FakeOpenAI, Received, Reply, completion
+from tests.openai_fake import FakeOpenAI
 from tests.test_worker_processes import wait_for
 from tests.test_workers import admit, seed_scope, wait_until_done
+from tests.topology_support import CountingModel
 
 CAP = 2
 PROCESSES = 3
@@ -28,31 +28,6 @@ THREADS = 3
 LEASE_SECONDS = 3
 CALL_SECONDS = 0.3
 SCOPES = [f"s{i}" for i in range(4)]
-
-
-class CountingModel:
-    """Answers ``no_change`` after ``CALL_SECONDS``, counting the calls in flight; while
-    ``gate`` is clear, calls wait for it (a model that hangs)."""
-
-    def __init__(self, teardown: threading.Event) -> None:
-        self.teardown = teardown
-        self.gate = threading.Event()
-        self.gate.set()
-        self.lock = threading.Lock()
-        self.active = 0
-        self.peak = 0
-
-    def __call__(self, received: Received) -> Reply:
-        with self.lock:
-            self.active += 1
-            self.peak = max(self.peak, self.active)
-        try:
-            self.gate.wait(60)
-            self.teardown.wait(CALL_SECONDS)
-        finally:
-            with self.lock:
-                self.active -= 1
-        return Reply(body=completion(NO_CHANGE))
 
 
 def worker(settings: Settings, base_url: str, log: Path) -> subprocess.Popen[bytes]:
@@ -115,7 +90,7 @@ def regain_every_slot(slots: LeasedSlots) -> list[Slot]:
 
 def test_worker_processes_never_exceed_the_deployment_cap(
         settings: Settings, app: Dreaming, server: FakeOpenAI, tmp_path: Path) -> None:
-    model = CountingModel(server.released)
+    model = CountingModel(server.released, CALL_SECONDS)
     server.responder = model
     for scope in SCOPES:
         seed_scope(app, scope, experiences=6)

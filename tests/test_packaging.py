@@ -5,12 +5,9 @@ image is built only where a container runtime answers."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -26,48 +23,26 @@ import yaml
 from adapters.settings import Settings
 from benchmarks.throwaway_postgres import PostgresServer
 from tests.conftest import fresh_postgres_url
-from tests.serve_support import create_scope, free_port
+from tests.serve_support import create_scope
 from tests.test_serve_processes import wait_for
+from tests.topology_support import (
+    COMPOSE,
+    DREAM,
+    ROOT,
+    Started,
+    dream_processes,
+    healthy,
+    localised,
+    start,
+    stop_all,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_TEXT = (ROOT / "compose.yaml").read_text()
-COMPOSE: dict[str, Any] = yaml.safe_load(COMPOSE_TEXT)
 DOCKERFILE_TEXT = (ROOT / "Dockerfile").read_text()
-DREAM = str(Path(sys.executable).with_name("dream"))  # the installed entry point, as in the image
 SETTING_NAME = re.compile(r"\bDREAM_[A-Z0-9_]+\b")
-STOP_BOUND_SECONDS = 90.0
 SCOPES = [f"scope-{n}" for n in range(6)]
 RUNS = 30
 TERMINAL = ("succeeded", "failed")
-
-
-@dataclass(frozen=True)
-class Process:
-    """One process the compose file starts (a service, once per replica)."""
-
-    service: str
-    command: list[str]
-    environment: dict[str, str]
-    volumes: dict[str, str]  # mount target -> volume name
-
-    @property
-    def role(self) -> str:
-        return self.command[1]
-
-
-def dream_processes() -> list[Process]:
-    found = []
-    for name, service in COMPOSE["services"].items():
-        command = service.get("command", [])
-        if command[:1] != ["dream"]:
-            continue
-        mounts = [volume.split(":") for volume in service.get("volumes", [])]
-        volumes = {mount[1]: mount[0] for mount in mounts}
-        replicas = service.get("deploy", {}).get("replicas", 1)
-        found += [Process(name, command, {key: str(value) for key, value in
-                                          service.get("environment", {}).items()}, volumes)
-                  ] * replicas
-    return found
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -171,47 +146,6 @@ def test_the_image_builds_where_a_container_runtime_answers() -> None:
 # -- the same topology as plain processes ----------------------------------------------------------
 
 @dataclass
-class Started:
-    process: Process
-    popen: subprocess.Popen[bytes]
-    log: Path
-    base_url: str | None
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def kill_if_running(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait(10)
-
-
-def localised(process: Process, database_url: str, tmp_path: Path, n: int) -> dict[str, str]:
-    """The container's environment on this machine: the throwaway PostgreSQL for the compose
-    one, a directory per named volume (shared like the volume) and per container otherwise."""
-    env = {**process.environment, "DREAM_DATABASE_URL": database_url}
-    data_dir = env.get("DREAM_DATA_DIR")
-    volume = process.volumes.get(data_dir) if data_dir else None
-    env["DREAM_DATA_DIR"] = str(tmp_path / (volume or f"{process.service}-{n}-data"))
-    return env
-
-
-def start(process: Process, env: dict[str, str], log: Path) -> Started:
-    """Run the compose command; an API gets a free loopback port instead of 0.0.0.0:8787."""
-    command = [DREAM, *process.command[1:]]
-    base_url = None
-    if process.role == "serve":
-        port = free_port()
-        command += ["--host", "127.0.0.1", "--port", str(port)]  # the last one counts
-        base_url = f"http://127.0.0.1:{port}"
-    clean = {key: value for key, value in os.environ.items() if not key.startswith("DREAM_")}
-    with log.open("wb") as out:
-        popen = subprocess.Popen(command, env={**clean, **env}, stdout=out,
-                                 stderr=subprocess.STDOUT)
-    return Started(process, popen, log, base_url)
-
-
-@dataclass
 class Topology:
     database_url: str
     processes: list[Started]
@@ -246,14 +180,6 @@ def connections_to(database_url: str) -> int:
                             "WHERE datname = current_database()").fetchone()
     assert row is not None
     return int(row[0]) - 1  # not this one
-
-
-def healthy(api: Started) -> bool:
-    assert api.popen.poll() is None, api.text()
-    try:
-        return httpx.get(f"{api.base_url}/healthz", timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def listed(client: httpx.Client, scope: str) -> list[dict[str, Any]]:
@@ -304,14 +230,3 @@ def request_runs(clients: list[httpx.Client]) -> set[str]:
         assert answer.status_code == 202, answer.text
         requested.add(answer.json()["run_id"])
     return requested
-
-
-def stop_all(topology: list[Started]) -> None:
-    """SIGTERM, as `docker compose down` sends it: each stops within the bound, cleanly."""
-    for started in topology:
-        started.popen.send_signal(signal.SIGTERM)
-    for started in topology:
-        code = started.popen.wait(STOP_BOUND_SECONDS)
-        assert code in (0, -signal.SIGTERM), (started.process.service, started.text())
-        assert "Traceback" not in started.text(), started.text()
-        assert "Application shutdown failed" not in started.text()
