@@ -46,6 +46,7 @@ bench: $(RUNTIME)
 	$(BIN)/dream bench freshness
 	$(BIN)/dream bench backlog
 	$(BIN)/dream bench mcp
+	$(BIN)/dream bench scale
 
 ci:
 	bash .ci/run
