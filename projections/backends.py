@@ -7,6 +7,8 @@ is the same for both.
 from __future__ import annotations
 
 from abc import ABC
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -20,7 +22,7 @@ from eventsourcing.sqlite import (
 from psycopg.sql import SQL, Identifier
 
 from projections.base import Datastore, ProjectionView
-from projections.dialect import POSTGRES, SQLITE
+from projections.dialect import POSTGRES, SQLITE, ViewCursor
 
 TRACKING_SUFFIX = "_tracking"
 
@@ -115,6 +117,14 @@ class PostgresProjectionView(SerialisedSchema, PostgresTrackingRecorder, Project
 
     def _tracking_table(self) -> str:
         return Identifier(self.datastore.schema, self.tracking_table_name).as_string()
+
+    @contextmanager
+    def reading(self) -> Iterator[ViewCursor]:
+        """A cursor on an autocommit connection: each read is one statement, and under READ
+        COMMITTED a transaction around it would add its BEGIN and ROLLBACK round trips and no
+        snapshot."""
+        with self.datastore.get_connection() as connection, connection.cursor() as cursor:
+            yield cursor
 
     def _store(self) -> Datastore:
         return self.datastore

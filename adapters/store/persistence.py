@@ -152,7 +152,8 @@ class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRe
         statement = SQL("SELECT notification_id FROM {0}.{1} "
                         "WHERE originator_id = %s AND originator_version = %s").format(
             Identifier(self.datastore.schema), Identifier(self.events_table_name))
-        with self.datastore.transaction(commit=False) as curs:
+        # One autocommit statement: no BEGIN and ROLLBACK round trips around it.
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(statement, (originator_id, version))
             row = curs.fetchone()
         return None if row is None else int(row["notification_id"])
