@@ -40,6 +40,10 @@ class Settings(BaseSettings):
         "every `dream serve` and `dream worker` process of this store (leased slots in the "
         "store; a crashed process's slot comes back after DREAM_LEASE_SECONDS). At least 1: "
         "there is no unlimited setting."))
+    auto_max_concurrent: int = Field(default=4, ge=1, le=256, description=(
+        "Deployment-wide cap on automatic Dream runs generating at once (leased slots, like "
+        "DREAM_MAX_CONCURRENT_GENERATIONS, which they count against too); the scheduler also "
+        "keeps at most this many automatic runs unfinished. At least 1."))
     lease_seconds: float = Field(default=60.0, ge=2.0, le=600.0, description=(
         "How long a claimed attempt is held; a crashed worker's run is recovered after it. "
         "A live attempt renews it every third of it while its model call is in flight."))

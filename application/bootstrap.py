@@ -13,6 +13,7 @@ from eventsourcing.utils import EnvType
 
 from application.access import Principals, ScopeGate
 from application.audit import Audit
+from application.auto_dreaming import AutoDreaming
 from application.dream_runs import DreamRuns
 from application.execution import DEFAULT_LEASE_SECONDS, DreamExecutor
 from application.generation import GeneratorLookup
@@ -39,6 +40,7 @@ class Dreaming:
         self.review = Reviews(gate, self.records)
         self.audit = Audit(gate, self.records, self.runs, self.review)
         self.queries = ReadModelQueries(gate)
+        self.auto = AutoDreaming(gate, self.runs, clock)
 
     @property
     def enforce_access(self) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eventsourcing.domain import Aggregate
+
 from application.access import ScopeGate
 from application.evidence_reader import StoreEvidenceReader
 from application.ports import Clock
@@ -20,7 +22,7 @@ from domain.access import Action
 from domain.budget import effective_budget
 from domain.dream_queue import DreamQueue
 from domain.dream_request import DreamOperation, DreamRequest
-from domain.dream_run import DreamRun, principal_key
+from domain.dream_run import DreamRun, RunTrigger, principal_key
 from domain.errors import (
     AccessRevokedError,
     CapabilityUnavailableError,
@@ -33,9 +35,19 @@ from domain.evidence.resolution import Resolution, resolve
 from domain.ids import dream_run_aggregate_id, dream_run_id
 from domain.policy import LOCAL, Caller
 from domain.principal import Principal
+from domain.scope import Scope
 
 PROMPT_VERSION = "artifact-dreaming.dream.v1"
 DEFAULT_MAX_PENDING = 32
+# Who automatic runs act as and are proposed by: the service, for the scope. A run knows it is
+# automatic by its trigger, never by this name (ADR-0015).
+AUTOMATIC = Caller("dream:automatic", admin=True)
+
+
+def max_pending(scope: Scope) -> int:
+    """How many unfinished runs the scope's queue may count."""
+    limit: int = scope.settings.get("dream_max_pending_per_scope", DEFAULT_MAX_PENDING)
+    return limit
 
 
 @dataclass(frozen=True)
@@ -58,13 +70,25 @@ class DreamRuns:
     def request_dream(self, caller: Caller, scope_id: str,
                       request: DreamRequest) -> Written[Admission]:
         scope = self.gate.scope_for(caller, scope_id, Action.READ)
-        run_id = dream_run_id(scope.scope_id, principal_key(caller.name),
-                              request.idempotency_key)
-        existing = self.existing_run(scope.scope_id, run_id)
+        existing = self.existing_run(scope.scope_id,
+                                     self.run_id_for(caller, scope.scope_id, request))
         if existing is not None:
-            return Written(Admission(self._replay(existing, request), replayed=True), None)
+            return Written(Admission(self.replay(existing, request), replayed=True), None)
         # The scope is loaded once per admission.
         self.policy.check(caller, scope, Action.CONTRIBUTE)
+        queue = self.queue_of(scope.scope_id)
+        run, read = self.admit_into(caller, scope, queue, request)
+        position = self.store.commit(run, queue, read=read, acted_by=caller)
+        return Written(Admission(run, replayed=False), position)
+
+    @staticmethod
+    def run_id_for(caller: Caller, scope_id: str, request: DreamRequest) -> str:
+        return dream_run_id(scope_id, principal_key(caller.name), request.idempotency_key)
+
+    def admit_into(self, caller: Caller, scope: Scope, queue: DreamQueue, request: DreamRequest,
+                   trigger: RunTrigger = RunTrigger.REQUEST) -> tuple[DreamRun, list[Aggregate]]:
+        """Check a new run's evidence and count it in ``queue``: the run, and what the check
+        read (the caller commits run, queue and read set together)."""
         if not self.dream_enabled:
             raise CapabilityUnavailableError("Dream runs are disabled in this deployment")
         reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
@@ -73,15 +97,13 @@ class DreamRuns:
         resolve(reader, sources=request.sources, artifacts=request.artifacts,
                 memory_citations=request.memory_citations, budget=budget,
                 include_memory_text=request.operation != DreamOperation.DERIVE_SKILL)
-        queue = self.queue_of(scope.scope_id)
         run = run_lifecycle.admit(
-            queue, run_id=run_id, operation=request.operation, requester=caller.name,
+            queue, run_id=self.run_id_for(caller, scope.scope_id, request),
+            operation=request.operation, requester=caller.name,
             idempotency_key=request.idempotency_key, request=request.to_dict(),
             request_digest=request.digest, budget=budget, prompt_version=PROMPT_VERSION,
-            now=self.clock(),
-            max_pending=scope.settings.get("dream_max_pending_per_scope", DEFAULT_MAX_PENDING))
-        position = self.store.commit(run, queue, read=reader.read_set, acted_by=caller)
-        return Written(Admission(run, replayed=False), position)
+            now=self.clock(), max_pending=max_pending(scope), trigger=trigger)
+        return run, list(reader.read_set)
 
     def get_dream(self, caller: Caller, scope_id: str, run_id: str) -> DreamRun:
         self.gate.scope_for(caller, scope_id, Action.READ)
@@ -136,6 +158,8 @@ class DreamRuns:
 
     def requester_of(self, run: DreamRun) -> Caller:
         """Background work acts as the requester, never as a service identity."""
+        if run.trigger == RunTrigger.AUTOMATIC:
+            return AUTOMATIC
         if not self.policy.enforced:
             return LOCAL
         principal: Principal | None = self.store.find(Principal.create_id(run.requester))
@@ -144,7 +168,7 @@ class DreamRuns:
         return Caller(principal.name, principal.admin)
 
     @staticmethod
-    def _replay(run: DreamRun, request: DreamRequest) -> DreamRun:
+    def replay(run: DreamRun, request: DreamRequest) -> DreamRun:
         if run.request_digest != request.digest:
             raise IdempotencyConflictError(
                 "this idempotency key was used for a different request", run_id=run.run_id,

@@ -133,12 +133,15 @@ class Records:
     def record_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str, *,
                       text: str | None = None, payload: Mapping[str, Any] | None = None,
                       eligibility: str = Eligibility.ELIGIBLE, attempt_id: str | None = None,
-                      occurred_at: datetime | None = None) -> Written[Source]:
-        """Record a Source; recording the identical Source again is an idempotent no-op."""
+                      occurred_at: datetime | None = None,
+                      sub_agent: bool = False) -> Written[Source]:
+        """Record a Source; recording the identical Source again is an idempotent no-op.
+        A sub-agent's Source is recorded like any other but never counted by automatic
+        dreaming."""
         scope = self.gate.scope_for(caller, scope_id, Action.CONTRIBUTE)
         source = Source.record(scope.scope_id, source_type, source_id, text=text,
                                payload=payload, eligibility=eligibility, attempt_id=attempt_id,
-                               occurred_at=occurred_at)
+                               occurred_at=occurred_at, sub_agent=sub_agent)
         if self.store.exists(source.id):
             existing = self._source(scope_id, source_type, source_id)
             if existing.content_hash != source.content_hash or existing.withdrawn:

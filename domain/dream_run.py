@@ -54,6 +54,13 @@ class RunOutcome(StrEnum):
     NEEDS_EVIDENCE = "needs_evidence"
 
 
+class RunTrigger(StrEnum):
+    """Who started a run: a caller's request, or automatic dreaming (spec §8)."""
+
+    REQUEST = "request"
+    AUTOMATIC = "automatic"
+
+
 TERMINAL = (RunStatus.SUCCEEDED, RunStatus.FAILED)
 OUTCOMES = tuple(RunOutcome)
 # Aliases (typed ``str`` as before) for the edges that still import the bare names; use
@@ -126,6 +133,7 @@ class DreamRun(Aggregate):
         budget: dict[str, int]
         prompt_version: str
         accepted_at: datetime
+        trigger: str = RunTrigger.REQUEST.value  # absent from runs admitted before triggers
 
     class AttemptStarted(Aggregate.Event):
         attempt: int
@@ -175,21 +183,25 @@ class DreamRun(Aggregate):
     @classmethod
     def accept(cls, scope_id: str, run_id: str, operation: str, requester: str,
                idempotency_key: str, request: Mapping[str, Any], request_digest: str,
-               budget: Mapping[str, int], prompt_version: str, accepted_at: datetime) -> DreamRun:
+               budget: Mapping[str, int], prompt_version: str, accepted_at: datetime,
+               trigger: str = RunTrigger.REQUEST) -> DreamRun:
         """A queued run; ``requester`` is the principal whose rights the run always uses."""
         if operation not in OPERATIONS:
             raise InvalidRequestError(f"unknown operation {operation!r}", field="operation")
+        if trigger not in tuple(RunTrigger):
+            raise InvalidRequestError(f"unknown trigger {trigger!r}", field="trigger")
         return cls(scope_id=check_scope_id(scope_id), run_id=run_id, operation=operation,
                    requester=requester, principal_key=principal_key(requester),
                    idempotency_key=idempotency_key,
                    request=dict(request), request_digest=request_digest, budget=dict(budget),
-                   prompt_version=prompt_version, accepted_at=accepted_at)
+                   prompt_version=prompt_version, accepted_at=accepted_at,
+                   trigger=RunTrigger(trigger).value)
 
     @event(Accepted)
     def __init__(self, scope_id: str, run_id: str, operation: str, requester: str,
                  principal_key: str, idempotency_key: str, request: dict[str, Any],
                  request_digest: str, budget: dict[str, int], prompt_version: str,
-                 accepted_at: datetime) -> None:
+                 accepted_at: datetime, trigger: str = RunTrigger.REQUEST.value) -> None:
         self.scope_id = scope_id
         self.run_id = run_id
         self.operation = DreamOperation(operation)
@@ -202,6 +214,7 @@ class DreamRun(Aggregate):
         self.budget = dict(budget)
         self.prompt_version = prompt_version
         self.accepted_at = accepted_at
+        self.trigger = RunTrigger(trigger)
         self.status = RunStatus.QUEUED
         self.attempt = 0
         self.started_at: datetime | None = None

@@ -284,3 +284,15 @@ class InvalidGenerationOutputError(DomainError):
     """The model's plan broke the generator contract (here: an evidence id it may not use)."""
 
     code = "invalid_generation_output"
+
+
+class AutoWindowOpenError(DomainError):
+    """An automatic window is still in flight: a scope has at most one at a time."""
+
+    code = "auto_window_open"
+
+
+class AutoWindowMismatchError(DomainError):
+    """An automatic window change named a window that is not the scope's open one."""
+
+    code = "auto_window_mismatch"

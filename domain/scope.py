@@ -31,7 +31,7 @@ SETTING_BOUNDS: dict[str, tuple[int, int]] = {
     "auto_min_new_records": (1, 100_000),
     "auto_settle_minutes": (0, 24 * 60),
 }
-FLAG_SETTINGS = ("auto_dream_enabled",)
+FLAG_SETTINGS = ("auto_dream_enabled", "auto_advance_on_needs_evidence")
 
 
 def check_settings(settings: object) -> dict[str, Any]:

@@ -52,9 +52,14 @@ def check_source_body(text: object, payload: object) -> tuple[str, dict[str, Any
 
 
 def source_content_hash(source_type: str, source_id: str, text: str, payload: Mapping[str, Any],
-                        eligibility: str, attempt_id: str | None) -> str:
-    return digest({"source_type": source_type, "source_id": source_id, "text": text,
-                   "payload": payload, "eligibility": eligibility, "attempt_id": attempt_id})
+                        eligibility: str, attempt_id: str | None,
+                        sub_agent: bool = False) -> str:
+    fields: dict[str, Any] = {"source_type": source_type, "source_id": source_id,
+                              "text": text, "payload": payload, "eligibility": eligibility,
+                              "attempt_id": attempt_id}
+    if sub_agent:  # only when set, so every Source recorded before keeps its hash
+        fields["sub_agent"] = True
+    return digest(fields)
 
 
 class Source(Aggregate):
@@ -68,6 +73,9 @@ class Source(Aggregate):
         eligibility: str
         attempt_id: str | None
         occurred_at: datetime | None
+        # Recorded by a sub-agent: kept, citable, never counted by automatic dreaming. Absent
+        # from Sources recorded before the attribute existed, which were not sub-agents'.
+        sub_agent: bool = False
 
     class Amended(Aggregate.Event):
         text: str
@@ -86,7 +94,8 @@ class Source(Aggregate):
     def record(cls, scope_id: str, source_type: str, source_id: str, *, text: str | None = None,
                payload: Mapping[str, Any] | None = None,
                eligibility: str = Eligibility.ELIGIBLE,
-               attempt_id: str | None = None, occurred_at: datetime | None = None) -> Source:
+               attempt_id: str | None = None, occurred_at: datetime | None = None,
+               sub_agent: bool = False) -> Source:
         ref = SourceRef(source_type=source_type, source_id=source_id).checked()
         body, data = check_source_body(text, payload)
         if eligibility not in ELIGIBILITIES:
@@ -95,18 +104,22 @@ class Source(Aggregate):
             )
         if attempt_id is not None:
             check_identifier("attempt_id", attempt_id, ATTEMPT_ID_MAX)
+        if not isinstance(sub_agent, bool):
+            raise InvalidRequestError("sub_agent must be a boolean", field="sub_agent")
         return cls(
             scope_id=check_scope_id(scope_id), source_type=ref.source_type,
             source_id=ref.source_id, text=body, payload=data,
             content_hash=source_content_hash(ref.source_type, ref.source_id, body, data,
-                                             eligibility, attempt_id),
+                                             eligibility, attempt_id, sub_agent),
             eligibility=eligibility, attempt_id=attempt_id, occurred_at=occurred_at,
+            sub_agent=sub_agent,
         )
 
     @event(Recorded)
     def __init__(self, scope_id: str, source_type: str, source_id: str, text: str,
                  payload: dict[str, Any], content_hash: str, eligibility: str,
-                 attempt_id: str | None, occurred_at: datetime | None) -> None:
+                 attempt_id: str | None, occurred_at: datetime | None,
+                 sub_agent: bool = False) -> None:
         self.scope_id = scope_id
         self.source_type = source_type
         self.source_id = source_id
@@ -116,6 +129,7 @@ class Source(Aggregate):
         self.eligibility = Eligibility(eligibility)
         self.attempt_id = attempt_id
         self.occurred_at = occurred_at
+        self.sub_agent = sub_agent
         self.withdrawn = False
 
     @property
@@ -125,7 +139,7 @@ class Source(Aggregate):
     def hash_for(self, text: str | None, payload: Mapping[str, Any] | None) -> str:
         body, data = check_source_body(text, payload)
         return source_content_hash(self.source_type, self.source_id, body, data,
-                                   self.eligibility, self.attempt_id)
+                                   self.eligibility, self.attempt_id, self.sub_agent)
 
     def amend(self, text: str | None, payload: Mapping[str, Any] | None,
               occurred_at: datetime | None = None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from projections.analytics import ANALYTICS
+from projections.auto_records import AUTO_RECORDS
 from projections.base import ProjectionSpec
 from projections.knowledge import KNOWLEDGE
 from projections.provenance import PROVENANCE
@@ -12,7 +13,7 @@ from projections.review_inbox import REVIEW_INBOX
 from projections.runs import RUNS
 
 READ_MODELS: tuple[ProjectionSpec[Any], ...] = (RUNS, REVIEW_INBOX, KNOWLEDGE, PROVENANCE,
-                                                 ANALYTICS)
+                                                 ANALYTICS, AUTO_RECORDS)
 
 
 def read_model(name: str) -> ProjectionSpec[Any]:

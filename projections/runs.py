@@ -25,7 +25,7 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from domain.canonical import canonical_json
-from domain.dream_run import TERMINAL, DreamRun, RunStatus
+from domain.dream_run import TERMINAL, DreamRun, RunStatus, RunTrigger
 from domain.text import has_control_characters
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
 from projections.base import ProjectionSpec, ProjectionView
@@ -75,9 +75,13 @@ COLUMNS: Columns = (
     ("principal_key", "text", "NOT NULL"),
     POSITION,
     ("lease_expires_at", "int", ""),
+    # Runs admitted before triggers existed were all requested.
+    ("trigger", "text", f"NOT NULL DEFAULT '{RunTrigger.REQUEST.value}'"),
 )
+TRIGGER_COLUMN = COLUMNS[-1]
 SUMMARY_COLUMNS = column_names(COLUMNS, excluding=("aggregate_id", "lease_expires_at"))
 KEYSET = "accepted_at DESC, run_id DESC"
+REQUESTS_FIRST = f"CASE WHEN trigger = '{RunTrigger.AUTOMATIC}' THEN 1 ELSE 0 END"
 
 
 # -- values -----------------------------------------------------------------------------------
@@ -104,6 +108,7 @@ class RunSummary:
     reused: bool
     principal_key: str
     position: int
+    trigger: str = RunTrigger.REQUEST.value
 
     @property
     def terminal(self) -> bool:
@@ -126,6 +131,7 @@ class NewRun:
     principal_key: str
     target: Mapping[str, Any] | None
     accepted_at: datetime
+    trigger: str = RunTrigger.REQUEST.value
 
 
 # -- cursors ----------------------------------------------------------------------------------
@@ -189,6 +195,7 @@ class RunsView(ProjectionView, ABC):
             "completed_at": None, "attempt_count": 0, "model_config_id": None,
             "reused": False, "principal_key": run.principal_key,
             "position": tracking.notification_id, "lease_expires_at": None,
+            "trigger": run.trigger,
         }
         with self.tracked(tracking) as cursor:
             self._insert(cursor, "", values)
@@ -258,7 +265,8 @@ class RunsView(ProjectionView, ABC):
 
         Claimable: queued, or running with an expired lease (a crashed worker's run). One run
         per scope and operation is what makes scheduling fair: a scope with a thousand queued
-        runs offers one, like every other scope.
+        runs offers one, like every other scope. Requested runs come before automatic ones,
+        which never starve them.
         """
         p = self.dialect.param
         columns = ", ".join(SUMMARY_COLUMNS)
@@ -267,8 +275,17 @@ class RunsView(ProjectionView, ABC):
             f"scope_id, operation ORDER BY accepted_at, run_id) AS turn FROM {self.table()} "
             f"WHERE status = '{RunStatus.QUEUED}' OR (status = '{RunStatus.RUNNING}' "
             f"AND lease_expires_at < {p('now')})) AS inbox "
-            f"WHERE turn = 1 ORDER BY accepted_at, run_id LIMIT {p('limit')}",
+            f"WHERE turn = 1 ORDER BY {REQUESTS_FIRST}, accepted_at, run_id "
+            f"LIMIT {p('limit')}",
             {"now": to_micros(now), "limit": limit})]
+
+    def unfinished_automatic(self) -> int:
+        """Automatic runs queued or running, in every scope (the scheduler's pace)."""
+        rows = self._select(
+            f"SELECT COUNT(*) AS n FROM {self.table()} WHERE status IN "
+            f"('{RunStatus.QUEUED}', '{RunStatus.RUNNING}') AND trigger = "
+            f"'{RunTrigger.AUTOMATIC}'", {})
+        return int(rows[0]["n"])
 
 
 def _summary(row: Row) -> RunSummary:
@@ -282,10 +299,25 @@ class SQLiteRunsView(SQLiteProjectionView, RunsView):
 
     table_prefix = "runs"
 
+    def _create_table(self, c: Any) -> None:
+        super()._create_table(c)
+        # A view file made before runs had a trigger gains the column (SQLite has no
+        # ``ADD COLUMN IF NOT EXISTS``); its rows were all requested runs.
+        c.execute(f"PRAGMA table_info({self.table()})")
+        if TRIGGER_COLUMN[0] not in {row[1] for row in c.fetchall()}:
+            c.execute(f"ALTER TABLE {self.table()} ADD COLUMN "
+                      f"{self.dialect.column_definitions((TRIGGER_COLUMN,))}")
+
 
 class PostgresRunsView(PostgresProjectionView, RunsView):
     """Table ``runs`` (the projection's name) next to ``runs_tracking``, in the write model's
     database."""
+
+    def view_statements(self) -> list[str]:
+        # A table made before runs had a trigger gains the column; its rows were requested.
+        return [*super().view_statements(),
+                f"ALTER TABLE {self.table()} ADD COLUMN IF NOT EXISTS "
+                f"{self.dialect.column_definitions((TRIGGER_COLUMN,))}"]
 
 
 # -- the projection ---------------------------------------------------------------------------
@@ -311,7 +343,8 @@ class RunsProjection(Projection[RunsView]):
                    run_id=domain_event.run_id, operation=domain_event.operation,
                    principal_key=domain_event.principal_key,
                    target=target if isinstance(target, Mapping) else None,
-                   accepted_at=domain_event.accepted_at),
+                   accepted_at=domain_event.accepted_at,
+                   trigger=getattr(domain_event, "trigger", RunTrigger.REQUEST.value)),
             tracking)
 
     @process_event.register

@@ -399,7 +399,8 @@ class FlakyStore:
         if self.offered:
             return []
         self.offered = True
-        return [SimpleNamespace(scope_id="s", operation="refine_experience", run_id="dr_1")]
+        return [SimpleNamespace(scope_id="s", operation="refine_experience", run_id="dr_1",
+                                trigger="request")]
 
     def claim(self, scope_id: str, run_id: str) -> Any:
         self.calls["claim"] += 1

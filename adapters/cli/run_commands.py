@@ -1,4 +1,4 @@
-"""``dream run``, ``show`` and ``list``: Dream runs over the API."""
+"""``dream run``, ``show``, ``list`` and ``auto status``: Dream runs over the API."""
 
 from __future__ import annotations
 
@@ -57,6 +57,21 @@ def _dream_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _auto_status(args: argparse.Namespace) -> int:
+    with client_from(args) as client:
+        status = client.runs.auto_status(args.scope, after=args.after)
+    if args.json:
+        print(status.model_dump_json(indent=2))
+        return 0
+    print(f"{status.scope_id}: {'due' if status.due else 'not due'}: {status.reason}")
+    for gate in status.gates:
+        print(f"  {gate.name:<9} {'open  ' if gate.open else 'closed'}  {gate.reason}")
+    print(f"  cursor {status.cursor}")
+    if status.window is not None:
+        print(f"  window {status.window.work_key}: runs {', '.join(status.window.run_ids)}")
+    return 0
+
+
 def add_commands(commands: Commands) -> None:
     run = commands.add_parser("run", help="request a Dream run over the API")
     add_client_options(run)
@@ -78,3 +93,11 @@ def add_commands(commands: Commands) -> None:
     listing.add_argument("--limit", type=int)
     listing.add_argument("--after", type=int, help=AFTER_HELP)
     listing.set_defaults(handler=_dream_list)
+
+    auto = commands.add_parser("auto", help="automatic dreaming")
+    auto_commands = auto.add_subparsers(dest="auto_command", required=True)
+    status = auto_commands.add_parser(
+        "status", help="every gate of a scope's automatic dreaming, and why it is (not) due")
+    add_client_options(status)
+    status.add_argument("--after", type=int, help=AFTER_HELP)
+    status.set_defaults(handler=_auto_status)

@@ -31,13 +31,16 @@ class SourcesClient(SubClient):
     def record(self, scope_id: str, *, source_type: str, source_id: str,
                text: str | None = None, payload: Mapping[str, Any] | None = None,
                eligibility: str | None = None, attempt_id: str | None = None,
-               occurred_at: datetime | str | None = None) -> SourceView:
-        """Record a Source; recording an identical one again answers ``position=None``."""
+               occurred_at: datetime | str | None = None,
+               sub_agent: bool | None = None) -> SourceView:
+        """Record a Source; recording an identical one again answers ``position=None``.
+        ``sub_agent=True``: a sub-agent's Source, never counted by automatic dreaming."""
         return self._api.call(SourceView, "POST", api_path("scopes", scope_id, "sources"),
                               without_none(source_type=source_type, source_id=source_id,
                                            text=text, payload=optional_dict(payload),
                                            eligibility=eligibility, attempt_id=attempt_id,
-                                           occurred_at=iso_text(occurred_at)))
+                                           occurred_at=iso_text(occurred_at),
+                                           sub_agent=sub_agent))
 
     def get(self, scope_id: str, *, source_type: str, source_id: str) -> SourceView:
         path = (api_path("scopes", scope_id, "sources", source_type) + "/"

@@ -19,6 +19,7 @@ from adapters.client.connection import (
     without_none,
 )
 from adapters.http.schemas import (
+    AutoDreamStatusView,
     CandidateEvidenceView,
     CandidatePage,
     CandidateView,
@@ -50,6 +51,11 @@ class RunsClient(SubClient):
         return self._api.call(DreamRunPage, "GET", with_query(
             api_path("scopes", scope_id, "dream"), status=status, operation=operation,
             cursor=cursor, limit=limit, after=after))
+
+    def auto_status(self, scope_id: str, *, after: int | None = None) -> AutoDreamStatusView:
+        """Automatic dreaming in the scope: every gate, and why it is or is not due now."""
+        return self._api.call(AutoDreamStatusView, "GET", with_query(
+            api_path("scopes", scope_id, "dream", "auto"), after=after))
 
 
 class CandidatesClient(SubClient):

@@ -28,6 +28,7 @@ from adapters.store.shared_feed import SharedFeed
 from adapters.store.view_host import view_lease
 from adapters.workers.pool import WorkerPool, worker_pool
 from application.bootstrap import Dreaming
+from projections.auto_records import AUTO_RECORDS
 from projections.catalog import READ_MODELS
 from projections.runs import RUNS
 
@@ -83,8 +84,9 @@ def background(dreaming: Dreaming, settings: Settings,
             parts.read_models[spec.name] = start_projection(
                 spec, settings, feed, view_lease(settings, spec.name), foreground)
         if settings.workers:
-            runs = parts.read_models[RUNS.name]
-            pool = worker_pool(dreaming, settings, runs.fresh(runs.view.claimable)).start()
+            runs, records = parts.read_models[RUNS.name], parts.read_models[AUTO_RECORDS.name]
+            pool = worker_pool(dreaming, settings, runs.fresh(runs.view.claimable),
+                               lambda: (records.view, runs.view)).start()
             stack.callback(_stop_quietly, "the workers", pool.stop)
             parts.workers = pool
         yield parts

@@ -1,11 +1,12 @@
 """Deployment-wide caps: leased slots shared by every process of a store.
 
-A pool (``generation`` now) has ``cap`` slots, rows ``(pool, slot)`` of one table. Taking a
-slot writes its holder, a lease expiry and a new fencing token (the slot's token plus one, so
-tokens only grow); a holder renews its lease while it works and frees the slot when done. Every
-renewal and release names the token it was given: once the slot was taken again (its lease ran
-out), the old holder is fenced, and a late release never frees someone else's slot. A holder
-that dies stops renewing; its slot is free again when the lease expires.
+A pool (``generation``; ``automatic`` for automatic runs) has ``cap`` slots, rows ``(pool,
+slot)`` of one table. Taking a slot writes its holder, a lease expiry and a new fencing token
+(the slot's token plus one, so tokens only grow); a holder renews its lease while it works and
+frees the slot when done. Every renewal and release names the token it was given: once the slot
+was taken again (its lease ran out), the old holder is fenced, and a late release never frees
+someone else's slot. A holder that dies stops renewing; its slot is free again when the lease
+expires.
 
 PostgreSQL: a table in the store's database; expiries by the server's clock (``now()``), so
 machine clocks never matter; concurrent takers skip each other's locked rows
@@ -44,6 +45,7 @@ from application.store import StoreUnavailableError
 from projections.dialect import POSTGRES, SQLITE, Columns, Dialect, ViewCursor
 
 GENERATION = "generation"  # model calls, capped by DREAM_MAX_CONCURRENT_GENERATIONS
+AUTOMATIC = "automatic"  # automatic runs' model calls, capped by DREAM_AUTO_MAX_CONCURRENT
 TABLE = "dream_leased_slots"
 COLUMNS: Columns = (
     ("pool", "key", "NOT NULL"),
@@ -97,7 +99,8 @@ def holder_name() -> str:
 
 def slot_caps(settings: Settings) -> dict[str, int]:
     """Every pool of the deployment and its cap."""
-    return {GENERATION: settings.max_concurrent_generations}
+    return {GENERATION: settings.max_concurrent_generations,
+            AUTOMATIC: settings.auto_max_concurrent}
 
 
 @dataclass(frozen=True)

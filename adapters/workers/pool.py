@@ -33,6 +33,7 @@ from adapters.generators.factory import GeneratorRegistry, generator_from
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
 from adapters.store.generation_slots import (
+    AUTOMATIC,
     GENERATION,
     LeasedSlots,
     Slot,
@@ -40,9 +41,13 @@ from adapters.store.generation_slots import (
     leased_slots,
 )
 from adapters.store.notifications import Listener, view_channel
+from adapters.store.view_batches import open_view
+from adapters.workers.auto_scheduler import AutoScheduler, Views
 from application.bootstrap import Dreaming
 from application.execution import Attempt, DreamExecutor, Heartbeat
 from application.store import OUTAGE_ERRORS
+from domain.dream_run import RunTrigger
+from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS, RunSummary
 
 log = logging.getLogger("dream.workers")
@@ -73,13 +78,18 @@ def when_store_answers(opener: Callable[[], T], stop: threading.Event) -> T | No
             return None
 
 
-def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox) -> WorkerPool:
+def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox,
+                views: Callable[[], Views] | None = None) -> WorkerPool:
     """The configured generator behind a pool of ``settings.workers`` threads under the
-    deployment's generation cap (not started)."""
+    deployment's generation cap, with the automatic-dreaming scheduler (not started). The
+    scheduler reads ``views`` (this process's running ones), or opens its own."""
     registry = GeneratorRegistry(generator_from(settings))
     executor = app.executor(registry, settings.lease_seconds)
+    scheduler = AutoScheduler(
+        app, views or (lambda: (open_view(AUTO_RECORDS, settings), open_view(RUNS, settings))),
+        settings.auto_max_concurrent, owns_views=views is None)
     return WorkerPool(executor, inbox, max_concurrent_generations=settings.workers,
-                      slots=leased_slots(settings), hints=runs_hints(app))
+                      slots=leased_slots(settings), hints=runs_hints(app), scheduler=scheduler)
 
 
 def runs_hints(app: Dreaming) -> Hints | None:
@@ -104,8 +114,10 @@ class WorkerPool:
 
     def __init__(self, executor: DreamExecutor, inbox: Inbox, *,
                  max_concurrent_generations: int = 4, poll_seconds: float = POLL_SECONDS,
-                 slots: LeasedSlots | None = None, hints: Hints | None = None) -> None:
+                 slots: LeasedSlots | None = None, hints: Hints | None = None,
+                 scheduler: AutoScheduler | None = None) -> None:
         self.executor = executor
+        self.scheduler = scheduler
         self._hints = hints
         self._listener: Listener | None = None
         self.inbox = inbox
@@ -129,6 +141,8 @@ class WorkerPool:
 
     def start(self) -> WorkerPool:
         self._dispatcher.start()
+        if self.scheduler is not None:
+            self.scheduler.start()
         if self._hints is not None:
             self._listener = self._hints(self.wake)
         return self
@@ -151,6 +165,8 @@ class WorkerPool:
         """
         self._stopping.set()
         self._wake.set()
+        if self.scheduler is not None:
+            self.scheduler.stop(timeout)
         if self._listener is not None:
             self._listener.stop()
         deadline = time.monotonic() + timeout
@@ -212,20 +228,27 @@ class WorkerPool:
             with self._lock:  # only this thread adds keys, so the check below stays true
                 if key in self._in_flight or run.run_id in self._refused:
                     continue
-            slot = self._take_slot()
+            automatic = run.trigger == RunTrigger.AUTOMATIC
+            extra = self._take_slot(AUTOMATIC) if automatic else None
+            if automatic and extra is None:
+                continue  # automatic runs are at their cap: requested runs may still go
+            slot = self._take_slot(GENERATION)
             if slot is None:
+                self._give_back(() if extra is None else (extra,))
                 return SLOT_WAIT_SECONDS  # the deployment is at its cap: claim nothing
+            held = (slot,) if extra is None else (slot, extra)
             with self._lock:
                 self._in_flight.add(key)
-            self._threads.submit(self._work, key, run.scope_id, run.run_id, slot)
+            self._threads.submit(self._work, key, run.scope_id, run.run_id, held)
             free -= 1
         return self.poll_seconds
 
-    def _work(self, key: tuple[str, str], scope_id: str, run_id: str, slot: Slot) -> None:
+    def _work(self, key: tuple[str, str], scope_id: str, run_id: str,
+              held: tuple[Slot, ...]) -> None:
         try:
             if self._stopping.is_set():
                 return
-            with self._holding(slot) as kept:
+            with self._holding(held) as kept:
                 attempt = self.executor.claim(scope_id, run_id)
                 if attempt is None:
                     with self._lock:
@@ -240,11 +263,13 @@ class WorkerPool:
         except Exception:
             log.exception("run %s could not be executed", run_id)
         finally:
-            self._give_back(slot)
+            self._give_back(held)
             with self._idle:
                 self._in_flight.discard(key)
                 self._idle.notify_all()
             self._wake.set()  # a slot is free: look again at once
+            if self.scheduler is not None and any(slot.pool == AUTOMATIC for slot in held):
+                self.scheduler.wake()  # an automatic run ended: settle it, admit the next
 
     def _execute(self, attempt: Attempt, kept: Heartbeat | None) -> None:
         """Execute a claimed attempt; when a store outage cuts it short, back off and resume
@@ -281,14 +306,14 @@ class WorkerPool:
 
     # -- the deployment-wide cap ---------------------------------------------------------------
 
-    def _take_slot(self) -> Slot | None:
-        """A generation slot for the next attempt; ``None`` when the deployment is at its cap.
-        A store outage here is the dispatcher's, which backs off."""
+    def _take_slot(self, pool: str) -> Slot | None:
+        """A slot of ``pool`` for the next attempt; ``None`` when the deployment is at that
+        cap. A store outage here is the dispatcher's, which backs off."""
         if self.slots is None:
             return UNCAPPED
-        return self.slots.acquire(GENERATION, self.holder, self.executor.lease_seconds)
+        return self.slots.acquire(pool, self.holder, self.executor.lease_seconds)
 
-    def _holding(self, slot: Slot) -> AbstractContextManager[Heartbeat | None]:
+    def _holding(self, held: tuple[Slot, ...]) -> AbstractContextManager[Heartbeat | None]:
         """Renew the slot's lease at the attempt's heartbeat for as long as the attempt runs.
 
         Renewed for the whole attempt, not only the model call, so a slot outlives the claim,
@@ -298,16 +323,22 @@ class WorkerPool:
         if self.slots is None:
             return nullcontext(None)
         slots, lease = self.slots, self.executor.lease_seconds
-        return Heartbeat(lambda: slots.renew(slot, lease), self.executor.heartbeat_seconds,
-                         f"dream-slot-{slot.number}")
 
-    def _give_back(self, slot: Slot) -> None:
-        """Free the slot at the attempt's end, whatever the end; a release that fails (the
+        def renew_every_slot() -> bool:
+            renewed = [slots.renew(slot, lease) for slot in held]  # each, even after a loss
+            return all(renewed)
+
+        return Heartbeat(renew_every_slot, self.executor.heartbeat_seconds,
+                         f"dream-slot-{held[0].number}")
+
+    def _give_back(self, held: tuple[Slot, ...]) -> None:
+        """Free the slots at the attempt's end, whatever the end; a release that fails (the
         store is down, the pool closed) costs the deployment that slot until its lease ends."""
         if self.slots is None:
             return
-        try:
-            self.slots.release(slot)
-        except Exception as error:
-            log.warning("generation slot %s could not be released (%s); it is free again "
-                        "when its lease expires", slot.number, type(error).__name__)
+        for slot in held:
+            try:
+                self.slots.release(slot)
+            except Exception as error:
+                log.warning("%s slot %s could not be released (%s); it is free again when "
+                            "its lease expires", slot.pool, slot.number, type(error).__name__)

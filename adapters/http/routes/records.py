@@ -110,7 +110,7 @@ def record_source(scope_id: str, body: RecordSource, app: App, caller: As,
     written = app.records.record_source(
         caller, scope_id, body.source_type, body.source_id, text=body.text,
         payload=body.payload, eligibility=body.eligibility, attempt_id=body.attempt_id,
-        occurred_at=body.occurred_at)
+        occurred_at=body.occurred_at, sub_agent=body.sub_agent)
     if written.position is None:
         response.status_code = 200
     return SourceView.of(written.value, shown(app, written, written.value))

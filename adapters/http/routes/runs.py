@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request, Response
 
 from adapters.http.dependencies import After, App, As, read_view, shown
 from adapters.http.schemas import (
+    AutoDreamStatusView,
     CreateDreamRun,
     DreamRunPage,
     DreamRunSummary,
@@ -18,6 +19,7 @@ from adapters.http.schemas.vocabulary import DreamOperationName, RunStatusName
 from adapters.workers.pool import WorkerPool
 from application.bootstrap import Dreaming
 from domain.policy import Caller
+from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS
 
 router = APIRouter()
@@ -60,6 +62,17 @@ def list_dreams(scope_id: str, request: Request, response: Response, app: App, c
                                             cursor=cursor, limit=limit)
     return DreamRunPage(runs=[DreamRunSummary.from_summary(s) for s in summaries],
                         next_cursor=next_cursor)
+
+
+@router.get("/scopes/{scope_id}/dream/auto", tags=["dream"])
+def auto_dream_status(scope_id: str, request: Request, response: Response, app: App,
+                      caller: As, after: After = None) -> AutoDreamStatusView:
+    """Automatic dreaming in this scope: each gate with its value, and why the scope is or is
+    not due now; the cursor and the window in flight. (Before ``/dream/{run_id}``: a run id
+    never reads ``auto``.)"""
+    app.records.get_scope(caller, scope_id)
+    records = read_view(request, response, app, AUTO_RECORDS, after)
+    return AutoDreamStatusView.of(app.auto.status(caller, scope_id, records))
 
 
 @router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"])

@@ -60,6 +60,7 @@ from adapters.http.schemas.review import (
     ReviseCandidate,
 )
 from adapters.http.schemas.runs import (
+    AutoDreamStatusView,
     CandidateRef,
     CreateDreamRun,
     DreamRunPage,
@@ -74,6 +75,7 @@ __all__ = [
     "ArtifactRefBody",
     "AuditEventView",
     "AuditView",
+    "AutoDreamStatusView",
     "CandidateConflictView",
     "CandidateEvidenceView",
     "CandidatePage",

@@ -51,6 +51,8 @@ class RecordSource(Strict):
     eligibility: str = "eligible"
     attempt_id: str | None = None
     occurred_at: IsoDateTime | None = None
+    sub_agent: bool = Field(default=False, description=(
+        "Recorded by a sub-agent: stored and citable, never counted by automatic dreaming."))
 
 
 class CreateArtifact(Strict):
@@ -132,6 +134,7 @@ class SourceView(Written):
     eligibility: str
     attempt_id: str | None
     occurred_at: datetime | None
+    sub_agent: bool
     withdrawn: bool
     version: int
 
@@ -141,7 +144,8 @@ class SourceView(Written):
                    source_id=source.source_id, text=source.text, payload=source.payload,
                    content_hash=source.content_hash, eligibility=source.eligibility,
                    attempt_id=source.attempt_id, occurred_at=source.occurred_at,
-                   withdrawn=source.withdrawn, version=source.version, position=position)
+                   sub_agent=source.sub_agent, withdrawn=source.withdrawn,
+                   version=source.version, position=position)
 
 
 class ManifestEntryView(BaseModel):

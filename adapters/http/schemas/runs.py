@@ -15,7 +15,13 @@ from adapters.http.schemas.common import (
     ref_body,
     to_domain_items,
 )
-from adapters.http.schemas.vocabulary import RunOutcomeName, RunStatusName
+from adapters.http.schemas.vocabulary import (
+    AutoGateName,
+    RunOutcomeName,
+    RunStatusName,
+    RunTriggerName,
+)
+from application.auto_dreaming import AutoStatus
 from domain.dream_request import DreamRequest
 from domain.dream_run import DreamRun, failure_reason
 from projections.runs import RunSummary
@@ -68,6 +74,8 @@ class DreamRunSummary(BaseModel):
     completed_at: datetime | None
     attempt_count: int
     reused: bool
+    trigger: RunTriggerName = Field(description=(
+        "Who started the run: `request` (a caller) or `automatic` (automatic dreaming)."))
 
     @classmethod
     def from_summary(cls, summary: RunSummary) -> DreamRunSummary:
@@ -83,7 +91,8 @@ class DreamRunSummary(BaseModel):
                    reason=None if summary.error is None else failure_reason(summary.error),
                    accepted_at=summary.accepted_at,
                    started_at=summary.started_at, completed_at=summary.completed_at,
-                   attempt_count=summary.attempt_count, reused=summary.reused)
+                   attempt_count=summary.attempt_count, reused=summary.reused,
+                   trigger=summary.trigger)  # type: ignore[arg-type]
 
 
 class DreamRunView(DreamRunSummary):
@@ -107,7 +116,7 @@ class DreamRunView(DreamRunSummary):
             candidate=None if run.candidate is None else CandidateRef(**run.candidate.to_dict()),
             error=run.error, accepted_at=run.accepted_at, started_at=run.started_at,
             completed_at=run.completed_at, attempt_count=run.attempt_count, reused=run.reused,
-            position=position, terminal=run.terminal, reason=run.reason,
+            trigger=run.trigger.value, position=position, terminal=run.terminal, reason=run.reason,
             input_manifest=None if run.manifest is None else run.manifest.to_dict(),
             usage=Usage(model_calls=run.model_calls, input_tokens=run.input_tokens,
                         output_tokens=run.output_tokens),
@@ -118,3 +127,47 @@ class DreamRunView(DreamRunSummary):
 class DreamRunPage(BaseModel):
     runs: list[DreamRunSummary]
     next_cursor: str | None
+
+
+class AutoGateView(BaseModel):
+    name: AutoGateName
+    open: bool
+    value: Any = Field(description="What the gate measured now (null: nothing yet).")
+    threshold: Any = Field(description="What it must reach to open.")
+    reason: str
+
+
+class AutoWindowView(BaseModel):
+    work_key: str = Field(description="The window's idempotency key: its runs' keys.")
+    run_ids: list[str]
+    after: int = Field(description="The cursor the window starts after.")
+    end: int = Field(description="The position of its last record: the cursor on success.")
+    records: int
+    opened_at: datetime
+
+
+class AutoDreamStatusView(BaseModel):
+    scope_id: str
+    due: bool
+    reason: str = Field(description="Why the scope is or is not due now: the first closed "
+                                    "gate's reason.")
+    gates: list[AutoGateView] = Field(description="Every gate, cheapest first.")
+    cursor: int = Field(description="The store position of the last record consolidated by a "
+                                    "successful automatic window (0: none yet).")
+    window: AutoWindowView | None
+    last_success_at: datetime | None
+    last_ended_at: datetime | None
+
+    @classmethod
+    def of(cls, status: AutoStatus) -> AutoDreamStatusView:
+        window = status.window
+        return cls(
+            scope_id=status.scope_id, due=status.due, reason=status.report.reason,
+            gates=[AutoGateView(name=gate.name.value,
+                                open=gate.open, value=gate.value, threshold=gate.threshold,
+                                reason=gate.reason) for gate in status.report.gates],
+            cursor=status.cursor,
+            window=None if window is None else AutoWindowView(
+                work_key=window.work_key, run_ids=list(window.run_ids), after=window.after,
+                end=window.end, records=window.records, opened_at=window.opened_at),
+            last_success_at=status.last_success_at, last_ended_at=status.last_ended_at)

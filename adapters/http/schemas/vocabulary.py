@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
 from domain.access import ResourceKind
+from domain.auto_dream import GateName
 from domain.candidate import CANDIDATE_FAMILIES, CandidateStatus
 from domain.dream_request import DreamOperation
-from domain.dream_run import RunOutcome, RunStatus
+from domain.dream_run import RunOutcome, RunStatus, RunTrigger
 from projections.provenance import NODE_KINDS
 
 # Candidates propose, and the knowledge read model lists, only these families.
@@ -23,6 +24,8 @@ CandidateStatusName = Literal["pending", "approved", "rejected"]
 InboxStatusQuery = Literal["pending", "approved", "rejected", "all"]
 RunStatusName = Literal["queued", "running", "succeeded", "failed"]
 RunOutcomeName = Literal["proposed", "no_change", "needs_evidence"]
+RunTriggerName = Literal["request", "automatic"]
+AutoGateName = Literal["enabled", "idle", "time", "records", "capacity"]
 DreamOperationName = Literal["refine_experience", "derive_skill"]
 ResourceKindName = Literal["artifact", "source"]
 # A provenance node kind as the impact query asks for it, and as its answer lists it.
@@ -41,7 +44,8 @@ def _check_spelling(literal: Any, vocabulary: Iterable[str]) -> None:
 for _literal, _vocabulary in [
         (ReviewedFamilyName, CANDIDATE_FAMILIES), (CandidateStatusName, CandidateStatus),
         (InboxStatusQuery, [*CandidateStatus, EVERY_STATUS]), (RunStatusName, RunStatus),
-        (RunOutcomeName, RunOutcome), (DreamOperationName, DreamOperation),
-        (ResourceKindName, ResourceKind), (NodeKindQuery, NODE_KINDS),
+        (RunOutcomeName, RunOutcome), (RunTriggerName, RunTrigger), (AutoGateName, GateName),
+        (DreamOperationName, DreamOperation), (ResourceKindName, ResourceKind),
+        (NodeKindQuery, NODE_KINDS),
         (NodeKindName, NODE_KINDS)]:
     _check_spelling(_literal, _vocabulary)

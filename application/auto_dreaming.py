@@ -1,0 +1,243 @@
+"""Automatic dreaming: evaluate a scope's gates, admit its window, settle it when done.
+
+The scope's records after its cursor are read from a record log (the ``auto_records`` read
+model, passed in like every view a use case reads): one indexed page of countable records per
+evaluation, never a scan of the event store. A due window is admitted as ordinary
+``refine_experience`` runs (``trigger: "automatic"``, the window's work key as idempotency
+key) in **one** commit with the ``AutoDream`` change that records the window, so two processes
+or a retry can never admit a second run for it: the loser's commit conflicts, and its retry
+finds the window open. ``settle`` moves the cursor only when every run of the window ended as
+the scope's settings accept (``domain.auto_dream.settlement``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from eventsourcing.domain import Aggregate
+
+from application.access import ScopeGate
+from application.dream_runs import AUTOMATIC, DreamRuns, max_pending
+from application.ports import Clock
+from application.retry import retry_on_write_conflict
+from application.store import Written
+from domain.access import Action
+from domain.auto_dream import (
+    ANCHORS_PER_PART,
+    MAX_WINDOW_RECORDS,
+    AutoDream,
+    AutoSettings,
+    GateReport,
+    PendingRecord,
+    Settlement,
+    Window,
+    WindowPart,
+    WindowPlan,
+    capacity_gate,
+    enabled_gate,
+    idle_gate,
+    part_key,
+    plan_window,
+    records_gate,
+    settle_cutoff,
+    settlement,
+    split_window,
+    time_gate,
+)
+from domain.budget import effective_budget
+from domain.dream_request import DreamOperation, DreamRequest
+from domain.dream_run import DreamRun, RunOutcome, RunTrigger
+from domain.errors import DomainError, WriteConflictError
+from domain.policy import Caller
+from domain.refs import MemoryCitation
+from domain.scope import Scope
+
+
+class RecordLog(Protocol):
+    """The read port over a scope's countable records (eligible task Sources and active Memory
+    entry versions, not a sub-agent's), by store position."""
+
+    def pending(self, scope_id: str, after: int, limit: int) -> Sequence[PendingRecord]:
+        """The first ``limit`` countable records after position ``after``, in order."""
+        ...
+
+    def current_entries(self, scope_id: str, limit: int) -> Sequence[MemoryCitation]:
+        """The scope's most recently written active Memory entry versions, newest first."""
+        ...
+
+
+@dataclass(frozen=True)
+class AutoStatus:
+    """A scope's automatic-dreaming state and why it is or is not due now."""
+
+    scope_id: str
+    cursor: int
+    window: Window | None
+    last_success_at: datetime | None
+    last_ended_at: datetime | None
+    report: GateReport
+
+    @property
+    def due(self) -> bool:
+        return self.report.due
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one ``check_and_run`` did: the runs it admitted (empty: none), or why not."""
+
+    status: AutoStatus
+    settled: Settlement | None
+    admitted: tuple[str, ...]
+    refused: str | None = None  # the error code of a refused admission
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    report: GateReport
+    plan: WindowPlan | None = None
+    parts: tuple[WindowPart, ...] = ()
+
+
+class AutoDreaming:
+    """The neutral per-scope trigger (seed 000 §2.5): status, check-and-run, settle."""
+
+    def __init__(self, gate: ScopeGate, runs: DreamRuns, clock: Clock) -> None:
+        self.gate = gate
+        self.store = gate.store
+        self.runs = runs
+        self.clock = clock
+
+    def state_of(self, scope_id: str) -> AutoDream:
+        auto: AutoDream | None = self.store.find(AutoDream.create_id(scope_id))
+        return auto if auto is not None else AutoDream.start(scope_id)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def status(self, caller: Caller, scope_id: str, log: RecordLog) -> AutoStatus:
+        """Every gate, evaluated now, with its value and the reason the scope is or is not due."""
+        scope = self.gate.scope_for(caller, scope_id, Action.READ)
+        auto = self.state_of(scope.scope_id)
+        evaluation = self._evaluate(scope, auto, log, self.clock(), lazy=False)
+        return self._status(auto, evaluation.report)
+
+    # -- commands ----------------------------------------------------------------------------
+
+    @retry_on_write_conflict
+    def settle(self, scope_id: str) -> Written[Settlement | None]:
+        """End the open window once its runs are terminal: advance the cursor or release it."""
+        auto = self.state_of(scope_id)
+        if auto.window is None:
+            return Written(None, None)
+        runs = [self.runs.existing_run(scope_id, run_id) for run_id in auto.window.run_ids]
+        settings = AutoSettings.of(self.gate.load(scope_id).settings)
+        outcome = settlement(settings, [_ending(run) for run in runs])
+        now = self.clock()
+        if outcome == Settlement.ADVANCE:
+            auto.succeed(auto.window.work_key, now)
+        elif outcome == Settlement.RELEASE:
+            auto.release(auto.window.work_key, _release_reason(runs), now)
+        else:
+            return Written(outcome, None)
+        return Written(outcome, self.store.commit(auto, read=[r for r in runs if r is not None]))
+
+    def check_and_run(self, scope_id: str, log: RecordLog) -> Tick:
+        """Settle the open window, then admit the next one if the scope is due."""
+        settled = self.settle(scope_id).value
+        return self._admit_if_due(scope_id, log, settled)
+
+    @retry_on_write_conflict
+    def _admit_if_due(self, scope_id: str, log: RecordLog,
+                      settled: Settlement | None) -> Tick:
+        scope = self.gate.load(scope_id)
+        auto = self.state_of(scope.scope_id)
+        evaluation = self._evaluate(scope, auto, log, self.clock(), lazy=True)
+        status = self._status(auto, evaluation.report)
+        if not evaluation.report.due or evaluation.plan is None:
+            return Tick(status, settled, ())
+        try:
+            run_ids = self._admit(scope, auto, evaluation.plan, evaluation.parts)
+        except WriteConflictError:
+            raise  # lost a race: retried on fresh state, where the window is open
+        except DomainError as refused:  # evidence moved, capacity, capability: nothing stored
+            return Tick(status, settled, (), refused.code)
+        return Tick(self._status(auto, evaluation.report), settled, run_ids)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _evaluate(self, scope: Scope, auto: AutoDream, log: RecordLog, now: datetime, *,
+                  lazy: bool) -> _Evaluation:
+        """The gates, cheapest first; ``lazy`` stops at the first closed one (the scheduler),
+        otherwise every gate is evaluated (the status shows them all)."""
+        settings = AutoSettings.of(scope.settings)
+        report = GateReport(())
+        for gate in (enabled_gate(settings), idle_gate(auto.window),
+                     time_gate(settings, auto.last_ended_at, now)):
+            report = report.then(gate)
+            if lazy and not gate.open:
+                return _Evaluation(report)
+        plan = plan_window(auto.cursor, log.pending(scope.scope_id, auto.cursor,
+                                                    MAX_WINDOW_RECORDS),
+                           settle_cutoff(settings, now), MAX_WINDOW_RECORDS)
+        parts = self._parts(scope, plan, log)
+        records = records_gate(settings, plan, len(parts))
+        report = report.then(records)
+        if lazy and not records.open:
+            return _Evaluation(report)
+        free = max_pending(scope) - self.runs.queue_of(scope.scope_id).unfinished
+        report = report.then(capacity_gate(free, max(1, len(parts))))
+        return _Evaluation(report, plan, parts)
+
+    @staticmethod
+    def _parts(scope: Scope, plan: WindowPlan, log: RecordLog) -> tuple[WindowPart, ...]:
+        max_items = effective_budget(scope.settings)["max_items"]
+        anchors: Sequence[MemoryCitation] = ()
+        if any(not isinstance(r.ref, MemoryCitation) for r in plan.records):
+            anchors = log.current_entries(scope.scope_id, ANCHORS_PER_PART)
+        return split_window(plan.records, anchors, max_items)
+
+    def _admit(self, scope: Scope, auto: AutoDream, plan: WindowPlan,
+               parts: Sequence[WindowPart]) -> tuple[str, ...]:
+        """Admit every part as a run and record the window, in one commit."""
+        key = auto.key_for(plan)
+        queue = self.runs.queue_of(scope.scope_id)
+        admitted: list[DreamRun] = []
+        read: list[Aggregate] = []
+        for index, part in enumerate(parts):
+            request = DreamRequest.create(
+                DreamOperation.REFINE_EXPERIENCE, part_key(key, index, len(parts)),
+                memory_citations=part.memory_citations, sources=part.sources)
+            run, part_read = self.runs.admit_into(AUTOMATIC, scope, queue, request,
+                                                  RunTrigger.AUTOMATIC)
+            admitted.append(run)
+            read.extend(part_read)
+        run_ids = tuple(run.run_id for run in admitted)
+        auto.open_window(plan, run_ids, self.clock())
+        self.store.commit(*admitted, queue, auto, read=read)
+        return run_ids
+
+    @staticmethod
+    def _status(auto: AutoDream, report: GateReport) -> AutoStatus:
+        return AutoStatus(auto.scope_id, auto.cursor, auto.window, auto.last_success_at,
+                          auto.last_ended_at, report)
+
+
+def _ending(run: DreamRun | None) -> tuple[bool, RunOutcome | None]:
+    """A run as ``settlement`` weighs it; a run that is missing counts as failed."""
+    if run is None:
+        return True, None
+    return run.terminal, run.outcome
+
+
+def _release_reason(runs: Sequence[DreamRun | None]) -> str:
+    for run in runs:
+        if run is None:
+            return "a run of the window is missing"
+        if run.error is not None:
+            return f"run {run.run_id} failed: {run.error}"
+        if run.outcome is not None:
+            return f"run {run.run_id} ended {run.outcome.value}, which keeps the records"
+    return "released"
