@@ -17,6 +17,7 @@ from application.evidence_reader import StoreEvidenceReader
 from application.ports import Clock
 from application.retry import retry_on_write_conflict
 from application.store import Written
+from application.turns import Turns
 from domain import run_lifecycle
 from domain.access import Action
 from domain.budget import effective_budget
@@ -51,6 +52,15 @@ def max_pending(scope: Scope) -> int:
 
 
 @dataclass(frozen=True)
+class CheckedEvidence:
+    """What checking a request's evidence found: the budget it was checked within, and the
+    aggregates it read (the admission's commit fails if any of them moved meanwhile)."""
+
+    budget: dict[str, int]
+    read: list[Aggregate]
+
+
+@dataclass(frozen=True)
 class Admission:
     run: DreamRun
     replayed: bool
@@ -65,6 +75,9 @@ class DreamRuns:
         self.policy = gate.policy
         self.clock = clock
         self.dream_enabled = dream_enabled
+        # Admissions to one scope all write its queue: in this process they take turns
+        # rather than race to a write conflict and a retry with backoff.
+        self.turns = Turns()
 
     @retry_on_write_conflict
     def request_dream(self, caller: Caller, scope_id: str,
@@ -76,9 +89,11 @@ class DreamRuns:
             return Written(Admission(self.replay(existing, request), replayed=True), None)
         # The scope is loaded once per admission.
         self.policy.check(caller, scope, Action.CONTRIBUTE)
-        queue = self.queue_of(scope.scope_id)
-        run, read = self.admit_into(caller, scope, queue, request)
-        position = self.store.commit(run, queue, read=read, acted_by=caller)
+        evidence = self.check_evidence(caller, scope, request)  # reads: before the turn
+        with self.turns.of(scope.scope_id):
+            queue = self.queue_of(scope.scope_id)
+            run = self.admit_checked(caller, scope, queue, request, evidence)
+            position = self.store.commit(run, queue, read=evidence.read, acted_by=caller)
         return Written(Admission(run, replayed=False), position)
 
     @staticmethod
@@ -89,6 +104,12 @@ class DreamRuns:
                    trigger: RunTrigger = RunTrigger.REQUEST) -> tuple[DreamRun, list[Aggregate]]:
         """Check a new run's evidence and count it in ``queue``: the run, and what the check
         read (the caller commits run, queue and read set together)."""
+        evidence = self.check_evidence(caller, scope, request)
+        return self.admit_checked(caller, scope, queue, request, evidence, trigger), evidence.read
+
+    def check_evidence(self, caller: Caller, scope: Scope,
+                       request: DreamRequest) -> CheckedEvidence:
+        """Resolve a new run's evidence as its requester, within the scope's budget."""
         if not self.dream_enabled:
             raise CapabilityUnavailableError("Dream runs are disabled in this deployment")
         reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
@@ -97,13 +118,20 @@ class DreamRuns:
         resolve(reader, sources=request.sources, artifacts=request.artifacts,
                 memory_citations=request.memory_citations, budget=budget,
                 include_memory_text=request.operation != DreamOperation.DERIVE_SKILL)
-        run = run_lifecycle.admit(
+        return CheckedEvidence(budget, list(reader.read_set))
+
+    def admit_checked(self, caller: Caller, scope: Scope, queue: DreamQueue,
+                      request: DreamRequest, evidence: CheckedEvidence,
+                      trigger: RunTrigger = RunTrigger.REQUEST) -> DreamRun:
+        """Count a run whose evidence was checked in ``queue`` (``capacity_exceeded`` when
+        full); the commit's read set makes the check hold at the commit."""
+        return run_lifecycle.admit(
             queue, run_id=self.run_id_for(caller, scope.scope_id, request),
             operation=request.operation, requester=caller.name,
             idempotency_key=request.idempotency_key, request=request.to_dict(),
-            request_digest=request.digest, budget=budget, prompt_version=PROMPT_VERSION,
-            now=self.clock(), max_pending=max_pending(scope), trigger=trigger)
-        return run, list(reader.read_set)
+            request_digest=request.digest, budget=evidence.budget,
+            prompt_version=PROMPT_VERSION, now=self.clock(), max_pending=max_pending(scope),
+            trigger=trigger)
 
     def get_dream(self, caller: Caller, scope_id: str, run_id: str) -> DreamRun:
         self.gate.scope_for(caller, scope_id, Action.READ)
