@@ -145,6 +145,21 @@ def p95(values: Sequence[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[18]
 
 
+class RoundMedians:
+    """A measurement taken in rounds (``rounds``: seconds per call, per round): its p50 and
+    p95 are the medians over the rounds of each round's, so one noisy round moves neither."""
+
+    rounds: list[list[float]]
+
+    @property
+    def p50_ms(self) -> float:
+        return statistics.median(statistics.median(r) * MS for r in self.rounds)
+
+    @property
+    def p95_ms(self) -> float:
+        return statistics.median(p95(r) * MS for r in self.rounds)
+
+
 # --- store-level work --------------------------------------------------------
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import threading
 import time
@@ -32,7 +31,15 @@ from typing import Any
 
 import httpx
 
-from benchmarks.core import STORES, benchmark_parser, fmt, p95, report_header, round_data
+from benchmarks.core import (
+    STORES,
+    RoundMedians,
+    benchmark_parser,
+    fmt,
+    p95,
+    report_header,
+    round_data,
+)
 from benchmarks.core import say_unless_json as say_unless
 from benchmarks.http import REQUEST_TIMEOUT_S, Server, running_server
 from benchmarks.throwaway_postgres import PostgresUnavailableError
@@ -63,19 +70,11 @@ TOPOLOGIES = {"embedded": (2, 0, False), "scaled": (0, 1, False), "split": (0, 1
 
 
 @dataclass
-class Measurement:
+class Measurement(RoundMedians):
     store: str
     topology: str
     case: str
     rounds: list[list[float]] = field(default_factory=list)  # seconds per sample
-
-    @property
-    def p50_ms(self) -> float:
-        return statistics.median(statistics.median(r) * MS for r in self.rounds)
-
-    @property
-    def p95_ms(self) -> float:
-        return statistics.median(p95(r) * MS for r in self.rounds)
 
     @property
     def target_ms(self) -> float:

@@ -42,9 +42,9 @@ import httpx
 from adapters.settings import Settings
 from benchmarks.core import (
     STORES,
+    RoundMedians,
     benchmark_parser,
     fmt,
-    p95,
     report_header,
     round_data,
     say_unless_json,
@@ -249,7 +249,7 @@ CASES: dict[str, Planner] = {"add-entry": plan_add_entry, "exact read": plan_exa
 
 
 @dataclass
-class Measurement:
+class Measurement(RoundMedians):
     """Per-request seconds of one case, one list per round, and each round's wall time."""
 
     store: str
@@ -261,14 +261,6 @@ class Measurement:
     @property
     def requests_per_second(self) -> list[float]:
         return [len(r) / wall for r, wall in zip(self.rounds, self.walls, strict=True)]
-
-    @property
-    def p50_ms(self) -> float:
-        return statistics.median(statistics.median(r) * MS for r in self.rounds)
-
-    @property
-    def p95_ms(self) -> float:
-        return statistics.median(p95(r) * MS for r in self.rounds)
 
 
 def timed_calls(client: httpx.Client, calls: Sequence[Call],

@@ -36,7 +36,14 @@ import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from benchmarks.core import STORES, benchmark_parser, fmt, p95, report_header, round_data
+from benchmarks.core import (
+    STORES,
+    RoundMedians,
+    benchmark_parser,
+    fmt,
+    report_header,
+    round_data,
+)
 from benchmarks.core import say_unless_json as say_unless
 from benchmarks.http import REQUEST_TIMEOUT_S, Server, running_server
 from benchmarks.throwaway_postgres import PostgresUnavailableError
@@ -62,19 +69,11 @@ QUICK_SIZES = Sizes(2, 30, 5)
 
 
 @dataclass
-class Measurement:
+class Measurement(RoundMedians):
     store: str
     operation: str
     route: str
     rounds: list[list[float]] = field(default_factory=list)  # seconds per call
-
-    @property
-    def p50_ms(self) -> float:
-        return statistics.median(statistics.median(r) * MS for r in self.rounds)
-
-    @property
-    def p95_ms(self) -> float:
-        return statistics.median(p95(r) * MS for r in self.rounds)
 
 
 # --- the two ways to call ------------------------------------------------------------------
