@@ -38,13 +38,13 @@ from adapters.settings import Settings
 from adapters.store.persistence import application_env
 from adapters.store.projection_runtime import RunningProjection, start_projection
 from application.bootstrap import Dreaming
-from domain import run_lifecycle
 from domain.auto_dream import AutoDream
 from domain.dream_run import DreamRun, RunOutcome, RunTrigger
 from domain.policy import LOCAL
 from domain.refs import MemoryCitation, SourceRef
 from domain.source import Eligibility
 from projections.auto_records import AUTO_RECORDS
+from tests.test_auto_dream_runs import finish
 
 MACHINE = hypothesis.settings(max_examples=16, stateful_step_count=30, deadline=None,
                               database=None,
@@ -182,20 +182,9 @@ class AutoDreamingMachine(RuleBasedStateMachine):
         app = self.apps[0]
         for run_id in window.run_ids:
             run: DreamRun = app.runs.get_dream(LOCAL, self.scope, run_id)
-            if not run.terminal:
-                self._finish(app, run, outcome)
+            if not run.terminal:  # the apps' clock is the machine's
+                finish(app, run_id, outcome, self.scope)
                 return
-
-    def _finish(self, app: Dreaming, run: DreamRun, outcome: RunOutcome | None) -> None:
-        queue, now = app.runs.queue_of(self.scope), self.clock()
-        assert run_lifecycle.claim(run, queue, now, "test", 60)
-        if outcome is None:
-            run_lifecycle.fail(run, queue, run.attempt, "generation_failed", now)
-        elif outcome == RunOutcome.PROPOSED:
-            run_lifecycle.propose(run, queue, run.attempt, "ok", f"cand_{run.run_id}", now)
-        else:
-            run_lifecycle.conclude(run, queue, run.attempt, outcome, "done", now)
-        app.store.commit(run, queue)
 
     @rule()
     def crash(self) -> None:

@@ -31,12 +31,12 @@ from domain.policy import LOCAL
 from tests.conftest import fresh_postgres_url
 from tests.openai_fake import FakeOpenAI
 from tests.serve_support import DreamServe
+from tests.test_auto_dream_scheduler import due_scope
 from tests.topology_support import CountingModel
 
 CAP = 2
 SCOPES = 40
 LEASE_SECONDS = 3
-ON = {"auto_dream_enabled": True, "auto_min_hours": 0, "auto_settle_minutes": 0}
 
 
 def process_env(settings: Settings, model_url: str, workers: int) -> dict[str, str]:
@@ -70,15 +70,6 @@ def serving(env: dict[str, str], log: Path) -> Iterator[DreamServe]:
         yield serve
     finally:
         serve.ensure_stopped()
-
-
-def due_scope(app: Dreaming, scope: str) -> None:
-    app.records.create_scope(LOCAL, scope, ON)
-    app.records.create_memory(LOCAL, scope, "m", "tester")
-    app.records.add_entry(LOCAL, scope, "m", "e1", "task_record",
-                          "Retry payment writes only with an idempotency key.")
-    for source_id, text in TASKS.items():
-        app.records.record_source(LOCAL, scope, "task", source_id, text=text)
 
 
 def wait_for(done: Callable[[], bool], timeout: float, what: str) -> None:
