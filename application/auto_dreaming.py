@@ -203,20 +203,21 @@ class AutoDreaming:
                parts: Sequence[WindowPart]) -> tuple[str, ...]:
         """Admit every part as a run and record the window, in one commit."""
         key = auto.key_for(plan)
-        queue = self.runs.queue_of(scope.scope_id)
-        admitted: list[DreamRun] = []
-        read: list[Aggregate] = []
-        for index, part in enumerate(parts):
-            request = DreamRequest.create(
-                DreamOperation.REFINE_EXPERIENCE, part_key(key, index, len(parts)),
-                memory_citations=part.memory_citations, sources=part.sources)
-            run, part_read = self.runs.admit_into(AUTOMATIC, scope, queue, request,
-                                                  RunTrigger.AUTOMATIC)
-            admitted.append(run)
-            read.extend(part_read)
-        run_ids = tuple(run.run_id for run in admitted)
-        auto.open_window(plan, run_ids, self.clock())
-        self.store.commit(*admitted, queue, auto, read=read)
+        with self.runs.turns.of(scope.scope_id):  # the queue's writers of this process queue up
+            queue = self.runs.queue_of(scope.scope_id)
+            admitted: list[DreamRun] = []
+            read: list[Aggregate] = []
+            for index, part in enumerate(parts):
+                request = DreamRequest.create(
+                    DreamOperation.REFINE_EXPERIENCE, part_key(key, index, len(parts)),
+                    memory_citations=part.memory_citations, sources=part.sources)
+                run, part_read = self.runs.admit_into(AUTOMATIC, scope, queue, request,
+                                                      RunTrigger.AUTOMATIC)
+                admitted.append(run)
+                read.extend(part_read)
+            run_ids = tuple(run.run_id for run in admitted)
+            auto.open_window(plan, run_ids, self.clock())
+            self.store.commit(*admitted, queue, auto, read=read)
         return run_ids
 
     @staticmethod
