@@ -78,6 +78,7 @@ class AutoStatus:
     window: Window | None
     last_success_at: datetime | None
     last_ended_at: datetime | None
+    retries: int
     report: GateReport
 
     @property
@@ -175,7 +176,8 @@ class AutoDreaming:
         settings = AutoSettings.of(scope.settings)
         report = GateReport(())
         for gate in (enabled_gate(settings), idle_gate(auto.window),
-                     time_gate(settings, auto.last_ended_at, now)):
+                     time_gate(settings, auto.last_success_at, now, auto.released_at,
+                               auto.retry)):
             report = report.then(gate)
             if lazy and not gate.open:
                 return _Evaluation(report)
@@ -223,7 +225,7 @@ class AutoDreaming:
     @staticmethod
     def _status(auto: AutoDream, report: GateReport) -> AutoStatus:
         return AutoStatus(auto.scope_id, auto.cursor, auto.window, auto.last_success_at,
-                          auto.last_ended_at, report)
+                          auto.last_ended_at, auto.retry, report)
 
 
 def _ending(run: DreamRun | None) -> tuple[bool, RunOutcome | None]:

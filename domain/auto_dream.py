@@ -9,7 +9,8 @@ otherwise the window is released and its records wait for the next one. Records 
 window is open lie after its ``end``, so they belong to the next window.
 
 Gates are pure functions, evaluated cheapest first (the Dream state machine's order): enabled,
-idle (no window in flight), time since the last automatic run, settled new records, capacity.
+idle (no window in flight), time since the last successful automatic run (and a retry backoff
+after a released one), settled new records, capacity.
 The state is bounded: a cursor, at most one window, two times and a retry count.
 """
 
@@ -37,6 +38,10 @@ DEFAULT_SETTLE_MINUTES = 5
 WORK_KEY_PREFIX = "auto"
 # A window covers at most this many records (three full runs); the rest wait for the next one.
 MAX_WINDOW_RECORDS = 96
+# After a released window the scope retries after this backoff, doubled per release (capped
+# by ``auto_min_hours``): a failing model is not called again by every scope on every tick.
+RETRY_BACKOFF_MINUTES = 15
+MAX_RETRY_DOUBLINGS = 8
 # Memory entries a run of Sources only selects (a run must select at least one, ADR-0015).
 ANCHORS_PER_PART = 3
 
@@ -181,16 +186,34 @@ def idle_gate(window: Window | None) -> Gate:
                 f"window {window.work_key} is in flight; it settles when its runs finish")
 
 
-def time_gate(settings: AutoSettings, last_run_at: datetime | None, now: datetime) -> Gate:
-    """Hours since the last automatic window ended (succeeded or released) ≥ min_hours."""
-    if last_run_at is None:
-        return Gate(GateName.TIME, True, None, settings.min_hours,
-                    "no automatic run has ended yet")
-    hours = (now - last_run_at) / timedelta(hours=1)
-    opened = hours >= settings.min_hours
-    return Gate(GateName.TIME, opened, round(hours, 3), settings.min_hours,
-                f"{hours:.2f} h since the last automatic run "
-                f"{'≥' if opened else '<'} auto_min_hours {settings.min_hours}")
+def retry_backoff(retry: int) -> timedelta:
+    """How long a scope waits after its ``retry``-th release in a row (0: none)."""
+    if retry <= 0:
+        return timedelta(0)
+    return timedelta(minutes=RETRY_BACKOFF_MINUTES * 2 ** min(retry - 1, MAX_RETRY_DOUBLINGS))
+
+
+def time_gate(settings: AutoSettings, last_success_at: datetime | None, now: datetime,
+              released_at: datetime | None = None, retry: int = 0) -> Gate:
+    """Hours since the last *successful* automatic window ≥ min_hours; after a released
+    window, also its retry backoff (never longer than min_hours) has passed."""
+    hours = None if last_success_at is None else (now - last_success_at) / timedelta(hours=1)
+    value = None if hours is None else round(hours, 3)
+    if hours is not None and hours < settings.min_hours:
+        return Gate(GateName.TIME, False, value, settings.min_hours,
+                    f"{hours:.2f} h since the last successful automatic run "
+                    f"< auto_min_hours {settings.min_hours}")
+    wait = min(retry_backoff(retry), timedelta(hours=settings.min_hours))
+    if released_at is not None and now - released_at < wait:
+        minutes = (released_at + wait - now) / timedelta(minutes=1)
+        return Gate(GateName.TIME, False, value, settings.min_hours,
+                    f"{retry} window(s) released since the last success; retrying in "
+                    f"{minutes:.1f} min (backoff {wait / timedelta(minutes=1):.0f} min)")
+    since = ("no automatic run has succeeded yet" if hours is None
+             else f"{hours:.2f} h since the last successful automatic run "
+                  f"≥ auto_min_hours {settings.min_hours}")
+    return Gate(GateName.TIME, True, value, settings.min_hours,
+                since if retry == 0 else f"{since}; the retry backoff has passed")
 
 
 def records_gate(settings: AutoSettings, plan: WindowPlan, parts: int) -> Gate:
@@ -325,6 +348,11 @@ class AutoDream(Aggregate):
         self.last_success_at: datetime | None = None
         self.last_ended_at: datetime | None = None
         self.retry = 0  # windows released since the cursor last moved
+
+    @property
+    def released_at(self) -> datetime | None:
+        """When the last window was released, if none succeeded since (retry backoff)."""
+        return self.last_ended_at if self.retry else None
 
     def key_for(self, plan: WindowPlan) -> str:
         return work_key(plan.after, plan.end, self.retry)

@@ -23,7 +23,13 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from domain.artifact import Artifact
-from domain.auto_dream import AutoDream, AutoSettings, PendingRecord, RecordKind
+from domain.auto_dream import (
+    AutoDream,
+    AutoSettings,
+    PendingRecord,
+    RecordKind,
+    retry_backoff,
+)
 from domain.canonical import canonical_json
 from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef
 from domain.scope import Scope
@@ -57,7 +63,10 @@ SCOPES: Columns = (
     ("min_new", "int", "NOT NULL"),
     ("cursor_position", "int", "NOT NULL"),  # the scope's cursor
     ("window_open", "bool", "NOT NULL"),
-    ("last_ended_at", "int", ""),
+    ("last_success_at", "int", ""),  # the time gate counts from here
+    ("released_at", "int", ""),  # the last release since then, if any
+    ("retries", "int", "NOT NULL"),  # windows released since the last success
+    ("retry_at", "int", ""),  # released_at + the retry backoff
     ("pending", "int", "NOT NULL"),  # counted records after the cursor
     ("first_pending", "int", ""),  # the oldest of them: the scheduler's order
 )
@@ -157,7 +166,8 @@ class AutoRecordsView(ProjectionView, ABC):
             self._insert(cursor, "_scopes", {
                 "scope_id": scope_id, "scope_key": str(scope_key), "auto_key": None,
                 **_scheduling(settings), "cursor_position": 0, "window_open": False,
-                "last_ended_at": None, "pending": 0, "first_pending": None})
+                "last_success_at": None, "released_at": None, "retries": 0, "retry_at": None,
+                "pending": 0, "first_pending": None})
 
     def scope_settings(self, scope_key: UUID, settings: Mapping[str, Any],
                        tracking: Tracking) -> None:
@@ -168,14 +178,34 @@ class AutoRecordsView(ProjectionView, ABC):
         with self.tracked(tracking) as cursor:
             self._set(cursor, {"scope_id": scope_id}, {"auto_key": str(auto_key)}, "_scopes")
 
-    def window_changed(self, auto_key: UUID, tracking: Tracking, **values: object) -> None:
-        """A window opened or ended; when it moved the cursor, recount what is pending."""
+    def window_opened(self, auto_key: UUID, tracking: Tracking) -> None:
+        with self.tracked(tracking) as cursor:
+            self._set(cursor, {"auto_key": str(auto_key)}, {"window_open": True}, "_scopes")
+
+    def window_succeeded(self, auto_key: UUID, cursor_position: int, completed_at: datetime,
+                         tracking: Tracking) -> None:
+        """The cursor moved: recount what is pending after it; the time gate restarts."""
         where = {"auto_key": str(auto_key)}
         with self.tracked(tracking) as cursor:
-            self._set(cursor, where, values, "_scopes")
+            self._set(cursor, where, {
+                "window_open": False, "cursor_position": cursor_position,
+                "last_success_at": to_micros(completed_at), "released_at": None, "retries": 0,
+                "retry_at": None}, "_scopes")
             row = self._fetch_equal(cursor, ("scope_id",), where, "_scopes")
-            if row is not None and "cursor_position" in values:
+            if row is not None:
                 self._recount(cursor, row["scope_id"])
+
+    def window_released(self, auto_key: UUID, completed_at: datetime,
+                        tracking: Tracking) -> None:
+        """The cursor stays; the scope retries after its backoff."""
+        where = {"auto_key": str(auto_key)}
+        with self.tracked(tracking) as cursor:
+            row = self._fetch_equal(cursor, ("retries",), where, "_scopes")
+            retries = 1 + (0 if row is None else int(row["retries"]))
+            self._set(cursor, where, {
+                "window_open": False, "released_at": to_micros(completed_at),
+                "retries": retries,
+                "retry_at": to_micros(completed_at + retry_backoff(retries))}, "_scopes")
 
     def _stop_counting(self, cursor: ViewCursor, where: Mapping[str, object]) -> None:
         """The counted rows matching ``where`` count no more."""
@@ -267,7 +297,8 @@ class AutoRecordsView(ProjectionView, ABC):
     def due_scopes(self, now: datetime, limit: int,
                    after: DueKey | None = None) -> list[DueKey]:
         """Scopes that may be due now, the oldest pending record first (continuing strictly
-        after ``after``): enabled, idle, past their hours, with enough pending records.
+        after ``after``): enabled, idle, past their hours and retry backoff, with enough
+        pending records.
         Settling, selection and capacity are checked by the write model's exact evaluation."""
         p = self.dialect.param
         params: dict[str, object] = {"yes": True, "no": False, "now": to_micros(now),
@@ -279,8 +310,9 @@ class AutoRecordsView(ProjectionView, ABC):
         rows = self._select(
             f"SELECT first_pending, scope_id FROM {self.table('_scopes')} "
             f"WHERE enabled = {p('yes')} AND window_open = {p('no')} AND pending > 0 "
-            f"AND pending >= min_new AND (last_ended_at IS NULL OR last_ended_at + "
-            f"min_hours * {HOUR_MICROS} <= {p('now')}) {continued}"
+            f"AND pending >= min_new AND (last_success_at IS NULL OR last_success_at + "
+            f"min_hours * {HOUR_MICROS} <= {p('now')}) AND (retry_at IS NULL OR retry_at <= "
+            f"{p('now')} OR released_at + min_hours * {HOUR_MICROS} <= {p('now')}) {continued}"
             f"ORDER BY first_pending, scope_id LIMIT {p('limit')}", params)
         return [(int(row["first_pending"]), row["scope_id"]) for row in rows]
 
@@ -384,21 +416,19 @@ class AutoRecordsProjection(Projection[AutoRecordsView]):
 
     @process_event.register
     def _window_opened(self, domain_event: AutoDream.WindowOpened, tracking: Tracking) -> None:
-        self.view.window_changed(domain_event.originator_id, tracking, window_open=True)
+        self.view.window_opened(domain_event.originator_id, tracking)
 
     @process_event.register
     def _window_succeeded(self, domain_event: AutoDream.WindowSucceeded,
                           tracking: Tracking) -> None:
-        self.view.window_changed(domain_event.originator_id, tracking, window_open=False,
-                                 cursor_position=domain_event.cursor,
-                                 last_ended_at=to_micros(domain_event.completed_at))
+        self.view.window_succeeded(domain_event.originator_id, domain_event.cursor,
+                                   domain_event.completed_at, tracking)
 
     @process_event.register
     def _window_released(self, domain_event: AutoDream.WindowReleased,
                          tracking: Tracking) -> None:
-        self.view.window_changed(domain_event.originator_id, tracking, window_open=False,
-                                 last_ended_at=to_micros(domain_event.completed_at))
-
+        self.view.window_released(domain_event.originator_id, domain_event.completed_at,
+                                  tracking)
 
 AUTO_RECORDS = ProjectionSpec(AutoRecordsProjection, sqlite_view=SQLiteAutoRecordsView,
                               postgres_view=PostgresAutoRecordsView)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,6 +39,7 @@ from domain.auto_dream import (
     part_key,
     plan_window,
     records_gate,
+    retry_backoff,
     settle_cutoff,
     settlement,
     split_window,
@@ -111,13 +113,32 @@ def test_idle_gate_closes_while_a_window_is_in_flight() -> None:
 
 
 @pytest.mark.parametrize(("hours", "opened"), [(3.99, False), (4.0, True), (10.0, True)])
-def test_time_gate_measures_hours_since_the_last_automatic_run(hours: float,
-                                                               opened: bool) -> None:
+def test_time_gate_measures_hours_since_the_last_successful_run(hours: float,
+                                                                opened: bool) -> None:
     gate = time_gate(ON, T0, T0 + timedelta(hours=hours))
     assert gate.open is opened
     assert gate.value == round(hours, 3)
     assert gate.threshold == 4
-    assert time_gate(ON, None, T0).open  # never ran: open
+    assert time_gate(ON, None, T0).open  # never succeeded: open
+
+
+@pytest.mark.parametrize(("retry", "minutes"), [(1, 15), (2, 30), (3, 60), (4, 120), (5, 240)])
+def test_a_released_window_retries_after_a_doubling_backoff(retry: int, minutes: int) -> None:
+    released = T0 + timedelta(hours=10)  # the last success is long past: only the backoff waits
+    assert retry_backoff(retry) == timedelta(minutes=minutes)
+    waiting = time_gate(ON, T0, released + timedelta(minutes=minutes - 1), released, retry)
+    assert not waiting.open
+    assert "retrying in 1.0 min" in waiting.reason
+    assert time_gate(ON, T0, released + timedelta(minutes=minutes), released, retry).open
+
+
+def test_the_retry_backoff_never_exceeds_min_hours() -> None:
+    released = T0
+    assert retry_backoff(40) == timedelta(minutes=15 * 2 ** 8)  # bounded exponent
+    assert time_gate(ON, None, released + timedelta(hours=4), released, 40).open
+    assert not time_gate(ON, None, released + timedelta(hours=3.9), released, 40).open
+    eager = replace(ON, min_hours=0)  # no time gate: a released window retries at once
+    assert time_gate(eager, None, released, released, 3).open
 
 
 @pytest.mark.parametrize(("count", "opened"), [(0, False), (2, False), (3, True), (5, True)])

@@ -128,6 +128,26 @@ def test_failures_and_kept_outcomes_release_the_window_without_moving_the_cursor
     assert app.auto.state_of("s").cursor == 5  # the entry (4) and t1 (5)
 
 
+def test_a_released_window_retries_after_its_backoff_not_after_min_hours(
+        app: Dreaming, log: RunningProjection[Any]) -> None:
+    scope_with_memory(app, auto_min_hours=4, auto_min_new_records=1)
+    record_tasks(app, "t1")
+    (failed,) = tick(app, log).admitted
+    finish(app, failed, None)
+    released = tick(app, log)
+    assert (released.settled, released.admitted) == (Settlement.RELEASE, ())
+    gate = released.status.report.gates[2]
+    assert (gate.name, gate.open) == (GateName.TIME, False)
+    assert "retrying in" in gate.reason
+    log.catch_up()
+    assert log.view.due_scopes(app.clock(), 10) == []
+    later = timedelta(minutes=15, seconds=1)  # the first backoff, far less than 4 hours
+    assert [scope for _, scope in log.view.due_scopes(app.clock() + later, 10)] == ["s"]
+    app.auto.clock = lambda: datetime.now(tz=UTC) + later
+    (retried,) = tick(app, log).admitted
+    assert app.runs.get_dream(LOCAL, "s", retried).idempotency_key.endswith("-r1")
+
+
 def test_sub_agent_and_young_records_do_not_count(app: Dreaming,
                                                   log: RunningProjection[Any]) -> None:
     scope_with_memory(app, auto_min_new_records=3)

@@ -66,7 +66,8 @@ def _auto_status(args: argparse.Namespace) -> int:
     print(f"{status.scope_id}: {'due' if status.due else 'not due'}: {status.reason}")
     for gate in status.gates:
         print(f"  {gate.name:<9} {'open  ' if gate.open else 'closed'}  {gate.reason}")
-    print(f"  cursor {status.cursor}")
+    print(f"  cursor {status.cursor}, last success {status.last_success_at or 'never'}, "
+          f"released since {status.retries}")
     if status.window is not None:
         print(f"  window {status.window.work_key}: runs {', '.join(status.window.run_ids)}")
     return 0

@@ -155,8 +155,13 @@ class AutoDreamStatusView(BaseModel):
     cursor: int = Field(description="The store position of the last record consolidated by a "
                                     "successful automatic window (0: none yet).")
     window: AutoWindowView | None
-    last_success_at: datetime | None
-    last_ended_at: datetime | None
+    last_success_at: datetime | None = Field(description="When the last successful automatic "
+                                                         "window ended: the time gate counts "
+                                                         "from here.")
+    last_ended_at: datetime | None = Field(description="When the last window ended, succeeded "
+                                                       "or released.")
+    retries: int = Field(description="Windows released since the last success; each doubles "
+                                     "the retry backoff (15 min, capped by auto_min_hours).")
 
     @classmethod
     def of(cls, status: AutoStatus) -> AutoDreamStatusView:
@@ -170,4 +175,5 @@ class AutoDreamStatusView(BaseModel):
             window=None if window is None else AutoWindowView(
                 work_key=window.work_key, run_ids=list(window.run_ids), after=window.after,
                 end=window.end, records=window.records, opened_at=window.opened_at),
-            last_success_at=status.last_success_at, last_ended_at=status.last_ended_at)
+            last_success_at=status.last_success_at, last_ended_at=status.last_ended_at,
+            retries=status.retries)
