@@ -431,4 +431,5 @@ class AutoRecordsProjection(Projection[AutoRecordsView]):
                                   tracking)
 
 AUTO_RECORDS = ProjectionSpec(AutoRecordsProjection, sqlite_view=SQLiteAutoRecordsView,
-                              postgres_view=PostgresAutoRecordsView)
+                              postgres_view=PostgresAutoRecordsView,
+                              announced=True)  # schedulers in other processes wake on it

@@ -70,3 +70,7 @@ class Listener:
             except Exception:  # whoever relies on the hints reports store trouble itself
                 logger.debug("%s: LISTEN connection lost", self.thread.name, exc_info=True)
                 self._stopping.wait(backoff.next())
+
+
+# Starts listening, waking with the callable given (see ``adapters.workers.pool.view_hints``).
+Hints = Callable[[Callable[[], None]], Listener]

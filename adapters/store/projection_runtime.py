@@ -116,6 +116,7 @@ class RunningProjection(Generic[TView]):
         self._poll = min(POLL_SECONDS if self._pg is None else NOTIFY_POLL_SECONDS,
                          self._elect_every)
         self._follower_waits = Event()  # a follower's reader asked this host to apply
+        self._on_applied: list[Callable[[], None]] = []
         self._thread = Thread(target=self._follow, daemon=True, name=f"view-{self.name}")
         self._thread.start()
         self._listener = None if self._pg is None else Listener(
@@ -310,10 +311,17 @@ class RunningProjection(Generic[TView]):
         if self._pg is not None:
             notify(self._pg, self._channel(kind))
 
+    def when_applied(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (quick, never raising) each time the view moves on: a batch this
+        runner applied, or, as a follower, one the host committed."""
+        self._on_applied.append(callback)
+
     def _advance(self, position: int) -> None:
         with self._changed:
             self._position = position
             self._changed.notify_all()
+        for callback in self._on_applied:
+            callback()
 
     def _failed(self, error: Exception) -> None:
         reason = _reason(error)

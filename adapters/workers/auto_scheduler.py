@@ -9,6 +9,10 @@ a scope's ``AutoDream`` aggregate admits each window once, whoever ticks). Each 
    due at once are admitted as capacity frees, never in one burst. The model calls themselves
    are capped exactly by the ``automatic`` slot pool the workers hold (``pool.py``).
 
+It ticks every second, and at once when the record log moves on (a record landed: the seed's
+``RecordSession`` marking a scope as possibly due) or an automatic run of this process ends;
+woken ticks are at least ``MIN_TICK_GAP_SECONDS`` apart.
+
 Candidates come from the ``auto_records`` read model (enabled, idle, past their hours, enough
 records); ``check_and_run`` then evaluates each exactly on the write model.
 """
@@ -21,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.store.backoff import Backoff
+from adapters.store.notifications import Hints, Listener
 from application.bootstrap import Dreaming
 from application.store import OUTAGE_ERRORS
 from domain.errors import DomainError
@@ -31,6 +36,7 @@ log = logging.getLogger("dream.auto")
 
 Views = tuple[AutoRecordsView, RunsView]
 TICK_SECONDS = 1.0
+MIN_TICK_GAP_SECONDS = 0.05  # ticks woken by a stream of record batches coalesce
 MAX_SETTLES = 1000  # open windows settled per tick
 MAX_CHECKS = 64  # due candidates evaluated per tick
 
@@ -39,7 +45,8 @@ class AutoScheduler:
     """One thread ticking every ``tick_seconds`` (or at once when woken)."""
 
     def __init__(self, app: Dreaming, open_views: Callable[[], Views], cap: int,
-                 tick_seconds: float = TICK_SECONDS, owns_views: bool = True) -> None:
+                 tick_seconds: float = TICK_SECONDS, owns_views: bool = True,
+                 hints: Hints | None = None) -> None:
         self.app = app
         self._open_views = open_views  # opened on first use (the store may be down at start)
         self._owns_views = owns_views  # else they belong to this process's running views
@@ -48,12 +55,16 @@ class AutoScheduler:
         self.cap = cap
         self.tick_seconds = tick_seconds
         self.admitted = 0
+        self._hints = hints  # on PostgreSQL: the record log's host says when it moved on
+        self._listener: Listener | None = None
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dream-auto", daemon=True)
 
     def start(self) -> AutoScheduler:
         self._thread.start()
+        if self._hints is not None:
+            self._listener = self._hints(self.wake)
         return self
 
     def wake(self) -> None:
@@ -62,6 +73,8 @@ class AutoScheduler:
     def stop(self, timeout: float = 10.0) -> None:
         self._stopping.set()
         self._wake.set()
+        if self._listener is not None:
+            self._listener.stop()
         if self._thread.is_alive():
             self._thread.join(timeout)
         if self._views is not None and self._owns_views:
@@ -84,6 +97,8 @@ class AutoScheduler:
                 pause = backoff.next()
             else:
                 backoff.reset()
+            if self._stopping.wait(MIN_TICK_GAP_SECONDS):
+                break
             self._wake.wait(pause)
             self._wake.clear()
 

@@ -40,7 +40,7 @@ from adapters.store.generation_slots import (
     holder_name,
     leased_slots,
 )
-from adapters.store.notifications import Listener, view_channel
+from adapters.store.notifications import Hints, Listener, view_channel
 from adapters.store.view_batches import open_view
 from adapters.workers.auto_scheduler import AutoScheduler, Views
 from application.bootstrap import Dreaming
@@ -53,7 +53,6 @@ from projections.runs import RUNS, RunSummary
 log = logging.getLogger("dream.workers")
 
 Inbox = Callable[[datetime, int], Sequence[RunSummary]]
-Hints = Callable[[Callable[[], None]], Listener]  # starts listening: wakes with the callable
 T = TypeVar("T")
 POLL_SECONDS = 0.05
 REFUSED_PAUSE = 0.5
@@ -82,27 +81,30 @@ def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox,
                 views: Callable[[], Views] | None = None) -> WorkerPool:
     """The configured generator behind a pool of ``settings.workers`` threads under the
     deployment's generation cap, with the automatic-dreaming scheduler (not started). The
-    scheduler reads ``views`` (this process's running ones), or opens its own."""
+    scheduler reads ``views`` (this process's running ones, whose host wakes it: see
+    ``adapters.http.app``), or opens its own and listens for their host's batches."""
     registry = GeneratorRegistry(generator_from(settings))
     executor = app.executor(registry, settings.lease_seconds)
     scheduler = AutoScheduler(
         app, views or (lambda: (open_view(AUTO_RECORDS, settings), open_view(RUNS, settings))),
-        settings.auto_max_concurrent, owns_views=views is None)
+        settings.auto_max_concurrent, owns_views=views is None,
+        hints=None if views else view_hints(app, AUTO_RECORDS.name, "dream-auto-hints"))
     return WorkerPool(executor, inbox, max_concurrent_generations=settings.workers,
-                      slots=leased_slots(settings), hints=runs_hints(app), scheduler=scheduler)
+                      slots=leased_slots(settings),
+                      hints=view_hints(app, RUNS.name, "dream-worker-hints"), scheduler=scheduler)
 
 
-def runs_hints(app: Dreaming) -> Hints | None:
-    """On PostgreSQL: wake a pool whenever the runs view's host, in whichever process, commits
-    a batch, so a new run is claimed at once rather than at the next poll. ``None`` on SQLite,
-    where the pool polls."""
+def view_hints(app: Dreaming, view: str, name: str) -> Hints | None:
+    """On PostgreSQL: wake whenever ``view``'s host, in whichever process, commits a batch (a
+    new run to claim at once, a record that may make a scope due) rather than at the next
+    poll. ``None`` on SQLite, where the callers poll."""
     recorder = app.store.recorder
     if not isinstance(recorder, PostgresApplicationRecorder):
         return None
-    channel = view_channel(recorder, RUNS.name, "applied")
+    channel = view_channel(recorder, view, "applied")
 
     def listen(wake: Callable[[], None]) -> Listener:
-        return Listener(recorder, [channel], lambda _: wake(), wake, name="dream-worker-hints")
+        return Listener(recorder, [channel], lambda _: wake(), wake, name=name)
 
     return listen
 
