@@ -35,7 +35,7 @@ from tests.test_auto_dream_scheduler import due_scope
 from tests.topology_support import CountingModel
 
 CAP = 2
-SCOPES = 40
+SCOPES = 300
 LEASE_SECONDS = 3
 
 
