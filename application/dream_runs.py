@@ -35,14 +35,14 @@ from domain.errors import (
 from domain.evidence.resolution import Resolution, resolve
 from domain.ids import dream_run_aggregate_id, dream_run_id
 from domain.policy import LOCAL, Caller
-from domain.principal import Principal
+from domain.principal import SERVICE_PREFIX, Principal
 from domain.scope import Scope
 
 PROMPT_VERSION = "artifact-dreaming.dream.v1"
 DEFAULT_MAX_PENDING = 32
 # Who automatic runs act as and are proposed by: the service, for the scope. A run knows it is
 # automatic by its trigger, never by this name (ADR-0015).
-AUTOMATIC = Caller("dream:automatic", admin=True)
+AUTOMATIC = Caller(f"{SERVICE_PREFIX}automatic", admin=True)
 
 
 def max_pending(scope: Scope) -> int:

@@ -224,6 +224,12 @@ class PrincipalExistsError(DomainError):
     code = "principal_exists"
 
 
+class PrincipalReservedError(DomainError):
+    """The name belongs to the service's own principals (``dream:…``)."""
+
+    code = "principal_reserved"
+
+
 class PrincipalNotFoundError(DomainError):
     code = "principal_not_found"
 

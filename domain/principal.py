@@ -9,6 +9,7 @@ from eventsourcing.domain import Aggregate, event
 
 from domain.errors import (
     InvalidExpiryError,
+    PrincipalReservedError,
     TokenExpiredError,
     UnauthorizedError,
 )
@@ -20,6 +21,9 @@ TOKEN_LABEL_MAX = 128
 # Principals and tokens are deployment-wide; "*" can never be a scope id.
 GLOBAL = "*"
 MAX_TOKEN_LIFETIME = timedelta(days=3660)  # ten years: beyond that, leave it unset
+# The service's own principals (``dream:automatic`` admits automatic runs) are named here;
+# nobody can register one, so no token ever acts as the service.
+SERVICE_PREFIX = "dream:"
 
 
 def token_expiry(now: datetime, expires_in_seconds: int | None = None,
@@ -57,7 +61,12 @@ class Principal(Aggregate):
 
     @classmethod
     def register(cls, name: str, admin: bool = False) -> Principal:
-        return cls(name=check_identifier("principal", name, PRINCIPAL_MAX), admin=admin)
+        checked = check_identifier("principal", name, PRINCIPAL_MAX)
+        if checked.lower().startswith(SERVICE_PREFIX):
+            raise PrincipalReservedError(
+                f"principal names starting with {SERVICE_PREFIX!r} are the service's own",
+                field="principal", reserved_prefix=SERVICE_PREFIX)
+        return cls(name=checked, admin=admin)
 
     @event(Registered)
     def __init__(self, name: str, admin: bool) -> None:
