@@ -13,7 +13,7 @@ the scope's settings accept (``domain.auto_dream.settlement``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -28,6 +28,7 @@ from domain.access import Action
 from domain.auto_dream import (
     ANCHORS_PER_PART,
     MAX_WINDOW_RECORDS,
+    RUNS_PER_WINDOW,
     AutoDream,
     AutoSettings,
     GateReport,
@@ -38,6 +39,7 @@ from domain.auto_dream import (
     WindowPlan,
     capacity_gate,
     enabled_gate,
+    first_records,
     idle_gate,
     part_key,
     plan_window,
@@ -46,11 +48,12 @@ from domain.auto_dream import (
     settlement,
     split_window,
     time_gate,
+    window_sizes,
 )
 from domain.budget import effective_budget
-from domain.dream_request import DreamOperation, DreamRequest
+from domain.dream_request import MAX_REFERENCES, DreamOperation, DreamRequest
 from domain.dream_run import DreamRun, RunOutcome, RunTrigger
-from domain.errors import DomainError, WriteConflictError
+from domain.errors import DomainError, EvidenceLimitExceededError, WriteConflictError
 from domain.policy import Caller
 from domain.refs import MemoryCitation
 from domain.scope import Scope
@@ -155,24 +158,33 @@ class AutoDreaming:
                       settled: Settlement | None) -> Tick:
         scope = self.gate.load(scope_id)
         auto = self.state_of(scope.scope_id)
-        evaluation = self._evaluate(scope, auto, log, self.clock(), lazy=True)
-        status = self._status(auto, evaluation.report)
-        if not evaluation.report.due or evaluation.plan is None:
-            return Tick(status, settled, ())
-        try:
-            run_ids = self._admit(scope, auto, evaluation.plan, evaluation.parts)
-        except WriteConflictError:
-            raise  # lost a race: retried on fresh state, where the window is open
-        except DomainError as refused:  # evidence moved, capacity, capability: nothing stored
-            return Tick(status, settled, (), refused.code)
-        return Tick(self._status(auto, evaluation.report), settled, run_ids)
+        tick = Tick(self._status(auto, GateReport(())), settled, ())
+        for max_items in window_sizes(effective_budget(scope.settings)["max_items"]):
+            evaluation = self._evaluate(scope, auto, log, self.clock(), lazy=True,
+                                        max_items=max_items)
+            tick = Tick(self._status(auto, evaluation.report), settled, ())
+            if not evaluation.report.due or evaluation.plan is None:
+                return tick
+            try:
+                run_ids = self._admit(scope, auto, evaluation.plan, evaluation.parts)
+            except WriteConflictError:
+                raise  # lost a race: retried on fresh state, where the window is open
+            except EvidenceLimitExceededError as too_large:  # smaller runs may fit
+                tick = replace(tick, refused=too_large.code)
+                continue
+            except DomainError as refused:  # evidence moved, capacity, capability: nothing stored
+                return replace(tick, refused=refused.code)
+            return replace(tick, status=self._status(auto, evaluation.report), admitted=run_ids)
+        return tick  # even one Source per run is over the limits: refused, nothing stored
 
     # -- internals ---------------------------------------------------------------------------
 
     def _evaluate(self, scope: Scope, auto: AutoDream, log: RecordLog, now: datetime, *,
-                  lazy: bool) -> _Evaluation:
+                  lazy: bool, max_items: int | None = None) -> _Evaluation:
         """The gates, cheapest first; ``lazy`` stops at the first closed one (the scheduler),
-        otherwise every gate is evaluated (the status shows them all)."""
+        otherwise every gate is evaluated (the status shows them all). The records gate counts
+        every settled record after the cursor; the window takes as many as
+        ``RUNS_PER_WINDOW`` runs of ``max_items`` references hold."""
         settings = AutoSettings.of(scope.settings)
         report = GateReport(())
         for gate in (enabled_gate(settings), idle_gate(auto.window),
@@ -181,11 +193,13 @@ class AutoDreaming:
             report = report.then(gate)
             if lazy and not gate.open:
                 return _Evaluation(report)
-        plan = plan_window(auto.cursor, log.pending(scope.scope_id, auto.cursor,
-                                                    MAX_WINDOW_RECORDS),
-                           settle_cutoff(settings, now), MAX_WINDOW_RECORDS)
-        parts = self._parts(scope, plan, log)
-        records = records_gate(settings, plan, len(parts))
+        items = max_items or min(MAX_REFERENCES, effective_budget(scope.settings)["max_items"])
+        counted = max(MAX_WINDOW_RECORDS, settings.min_new_records)
+        ready = plan_window(auto.cursor, log.pending(scope.scope_id, auto.cursor, counted),
+                            settle_cutoff(settings, now), counted)
+        plan = first_records(ready, RUNS_PER_WINDOW * items)
+        parts = self._parts(scope, plan, log, items)
+        records = records_gate(settings, ready, len(parts))
         report = report.then(records)
         if lazy and not records.open:
             return _Evaluation(report)
@@ -194,8 +208,8 @@ class AutoDreaming:
         return _Evaluation(report, plan, parts)
 
     @staticmethod
-    def _parts(scope: Scope, plan: WindowPlan, log: RecordLog) -> tuple[WindowPart, ...]:
-        max_items = effective_budget(scope.settings)["max_items"]
+    def _parts(scope: Scope, plan: WindowPlan, log: RecordLog,
+               max_items: int) -> tuple[WindowPart, ...]:
         anchors: Sequence[MemoryCitation] = ()
         if any(not isinstance(r.ref, MemoryCitation) for r in plan.records):
             anchors = log.current_entries(scope.scope_id, ANCHORS_PER_PART)

@@ -36,8 +36,9 @@ DEFAULT_MIN_HOURS = 4
 DEFAULT_MIN_NEW_RECORDS = 3
 DEFAULT_SETTLE_MINUTES = 5
 WORK_KEY_PREFIX = "auto"
-# A window covers at most this many records (three full runs); the rest wait for the next one.
-MAX_WINDOW_RECORDS = 96
+# A window is at most this many runs' worth of records; the rest wait for the next one.
+RUNS_PER_WINDOW = 3
+MAX_WINDOW_RECORDS = RUNS_PER_WINDOW * MAX_REFERENCES  # 96
 # After a released window the scope retries after this backoff, doubled per release (capped
 # by ``auto_min_hours``): a failing model is not called again by every scope on every tick.
 RETRY_BACKOFF_MINUTES = 15
@@ -253,6 +254,24 @@ def plan_window(cursor: int, records: Iterable[PendingRecord], cutoff: datetime,
             break
         taken.append(record)
     return WindowPlan(cursor, taken[-1].position if taken else cursor, tuple(taken))
+
+
+def window_sizes(max_items: int) -> tuple[int, ...]:
+    """References per run to try, largest first: a window one run's byte limits refuse
+    (``evidence_limit_exceeded``) is tried again with half as many per run, and half the
+    records, down to one Source beside one selected entry per run."""
+    sizes = [min(max_items, MAX_REFERENCES)]
+    while sizes[-1] > 2:
+        sizes.append(max(2, sizes[-1] // 2))
+    return tuple(sizes)
+
+
+def first_records(plan: WindowPlan, limit: int) -> WindowPlan:
+    """The window of ``plan``'s first ``limit`` records (the rest wait for the next one)."""
+    if len(plan.records) <= limit:
+        return plan
+    records = plan.records[:limit]
+    return WindowPlan(plan.after, records[-1].position, records)
 
 
 def split_window(records: Sequence[PendingRecord], anchors: Sequence[MemoryCitation],

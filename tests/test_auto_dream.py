@@ -35,6 +35,7 @@ from domain.auto_dream import (
     WindowPlan,
     capacity_gate,
     enabled_gate,
+    first_records,
     idle_gate,
     part_key,
     plan_window,
@@ -44,6 +45,7 @@ from domain.auto_dream import (
     settlement,
     split_window,
     time_gate,
+    window_sizes,
     work_key,
 )
 from domain.dream_request import MAX_REFERENCES, MAX_SELECTED, DreamRequest
@@ -347,3 +349,16 @@ def test_the_aggregate_round_trips_through_the_store(open_app: Callable[[], Drea
 
 def test_window_limit_is_three_full_runs() -> None:
     assert MAX_WINDOW_RECORDS == 3 * MAX_REFERENCES
+
+
+def test_window_sizes_halve_down_to_one_source_beside_one_entry() -> None:
+    assert window_sizes(32) == (32, 16, 8, 4, 2)
+    assert window_sizes(100) == window_sizes(MAX_REFERENCES)
+    assert window_sizes(5) == (5, 2)
+    assert window_sizes(2) == (2,)
+
+
+def test_first_records_ends_the_window_at_its_last_record() -> None:
+    plan = WindowPlan(0, 9, tuple(source(p) for p in (3, 5, 9)))
+    assert first_records(plan, 5) is plan
+    assert first_records(plan, 2) == WindowPlan(0, 5, plan.records[:2])

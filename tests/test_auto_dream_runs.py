@@ -202,6 +202,39 @@ def test_a_window_over_one_runs_limits_is_split_and_advances_only_when_all_succe
     assert app.auto.state_of("s").cursor == 0
 
 
+def test_a_window_over_one_runs_byte_limit_is_admitted_as_smaller_runs(
+        app: Dreaming, log: RunningProjection[Any]) -> None:
+    scope_with_memory(app, max_bytes=3000)
+    for index in range(9):
+        app.records.record_source(LOCAL, "s", "task", f"t{index}", text=f"{index}" * 400)
+    before = app.store.max_position()
+    tick_ = tick(app, log)
+    assert tick_.refused is None
+    runs = [app.runs.get_dream(LOCAL, "s", run_id) for run_id in tick_.admitted]
+    assert len(runs) > 1  # one run of 10 references is over 3,000 bytes; smaller ones fit
+    covered = {ref for run in runs for ref in run.request.sources}
+    assert covered == {SourceRef("task", f"t{index}") for index in range(9)}
+    window = app.auto.state_of("s").window
+    assert window is not None
+    assert window.end == before  # every record, none left behind
+    for run in runs:
+        finish(app, run.run_id, RunOutcome.NO_CHANGE)
+    assert tick(app, log).settled == Settlement.ADVANCE
+    assert app.auto.state_of("s").cursor == before
+
+
+def test_a_source_no_run_can_hold_is_refused_and_nothing_is_stored(
+        app: Dreaming, log: RunningProjection[Any]) -> None:
+    scope_with_memory(app, max_bytes=3000, auto_min_new_records=1)
+    app.records.record_source(LOCAL, "s", "task", "huge", text="x" * 4000)
+    log.catch_up()
+    before = app.store.max_position()
+    refused = app.auto.check_and_run("s", log.view)
+    assert (refused.admitted, refused.refused) == ((), "evidence_limit_exceeded")
+    assert app.store.max_position() == before
+    assert app.auto.state_of("s").window is None
+
+
 def test_two_processes_ticking_at_once_admit_one_window(
         open_app: Callable[[], Dreaming], log: RunningProjection[Any]) -> None:
     apps = [open_app() for _ in range(4)]
