@@ -150,14 +150,25 @@ class AutoDreaming:
 
     def check_and_run(self, scope_id: str, log: RecordLog) -> Tick:
         """Settle the open window, then admit the next one if the scope is due."""
-        settled = self.settle(scope_id).value
-        return self._admit_if_due(scope_id, log, settled)
+        auto = self.state_of(scope_id)
+        if auto.window is not None:
+            settled = self.settle(scope_id).value
+            return self._admit_if_due(scope_id, log, settled)
+        try:  # nothing to settle (the scheduler's usual case): one load of the state
+            return self._admit_when_due(self.gate.load(scope_id), auto, log, None)
+        except WriteConflictError:
+            return self._admit_if_due(scope_id, log, None)  # lost a race: on fresh state
 
     @retry_on_write_conflict
     def _admit_if_due(self, scope_id: str, log: RecordLog,
                       settled: Settlement | None) -> Tick:
         scope = self.gate.load(scope_id)
-        auto = self.state_of(scope.scope_id)
+        return self._admit_when_due(scope, self.state_of(scope.scope_id), log, settled)
+
+    def _admit_when_due(self, scope: Scope, auto: AutoDream, log: RecordLog,
+                        settled: Settlement | None) -> Tick:
+        """Admit the window if every gate is open; a window one run's byte limits refuse is
+        tried again as smaller runs (``window_sizes``)."""
         tick = Tick(self._status(auto, GateReport(())), settled, ())
         for max_items in window_sizes(effective_budget(scope.settings)["max_items"]):
             evaluation = self._evaluate(scope, auto, log, self.clock(), lazy=True,
