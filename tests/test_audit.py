@@ -217,6 +217,28 @@ def test_the_trace_of_the_demos_knowledge_reaches_exact_entry_versions(
     assert after["content_hash"] == cited["content_hash"]  # what was cited never changes
 
 
+def test_the_demos_automatic_window_moves_the_cursor_and_every_view_replays_equal(
+        settings: Settings, app: Dreaming) -> None:
+    auto = run_demo(app, settings, "demo", lambda _: None)["automatic_dreaming"]
+    window = auto["admitted"]
+    state = app.auto.state_of("demo")  # the write model, not the report
+    assert (state.cursor, state.window) == (window["end"], None)
+    [run_id] = window["run_ids"]
+    run = app.runs.get_dream(LOCAL, "demo", run_id)
+    assert (run.trigger, run.idempotency_key) == ("automatic", window["work_key"])
+    new = {SourceRef("task", source["source_id"]) for source in auto["new_sources"]}
+    assert new <= set(run.request.sources)
+    assert all(window["after"] < source["position"] <= window["end"]
+               for source in auto["new_sources"])
+    assert run.candidate is not None
+    candidate = app.review.get_candidate(LOCAL, "demo", run.candidate.candidate_id).candidate
+    assert candidate.status == "pending"
+    catch_up_every_read_model(settings)
+    report = verify(settings, READ_MODELS)
+    assert "auto_records" in {c.projection for c in report}
+    assert all(c.equal for c in report), [t for c in report for t in c.tables if not t.equal]
+
+
 def test_a_poison_event_is_the_same_dead_letter_live_rebuilt_and_replayed(
         settings: Settings, app: Dreaming) -> None:
     """Rebuilds and replays apply events in fast batches; a batch with a failing event is

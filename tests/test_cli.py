@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -28,6 +29,8 @@ def test_demo_prints_the_manifest_and_history(tmp_path: Path) -> None:
     assert "Artifact.EntryDeactivated" in shown.stdout
     assert "succeeded / proposed" in shown.stdout
     assert "succeeded / needs_evidence" in shown.stdout
+    assert "(trigger: automatic, key auto-0-" in shown.stdout
+    assert "(experience, pending)" in shown.stdout  # the automatic Candidate awaits review
     report = json.loads(dream("demo", "--data-dir", str(tmp_path), "--scope", "demo-b",
                               "--json").stdout)
     statuses = {row["entry_id"]: row["status"] for row in report["manifest"]}
@@ -52,6 +55,40 @@ def test_demo_prints_the_manifest_and_history(tmp_path: Path) -> None:
     assert package["digest"] == "sha256:" + hashlib.sha256(
         package["skill_md"].encode()).hexdigest()
     assert package["digest"] == skill["provenance"]["package_digest"]
+    assert_the_automatic_window_ran_and_moved_the_cursor(report["automatic_dreaming"])
+    # Every read model the demo left, automatic dreaming's record log included, replays equal.
+    replayed = dream("audit", "replay", "--data-dir", str(tmp_path))
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert re.search(r"^auto_records .* EQUAL$", replayed.stdout, re.MULTILINE), replayed.stdout
+
+
+def assert_the_automatic_window_ran_and_moved_the_cursor(auto: dict[str, Any]) -> None:
+    before, admitted, after = auto["before"], auto["admitted"], auto["after"]
+    assert auto["settings"]["enabled"] is True
+    assert before["due"]
+    assert all(gate["open"] for gate in before["gates"])
+    assert (before["cursor"], before["window"]) == (0, None)
+    # The three new Sources are the last records of the window.
+    positions = [source["position"] for source in auto["new_sources"]]
+    assert admitted["after"] == 0 < min(positions)
+    assert max(positions) == admitted["end"]
+    [run] = auto["runs"]
+    assert admitted["run_ids"] == [run["run_id"]]
+    assert (run["trigger"], run["work_key"]) == ("automatic", admitted["work_key"])
+    assert (run["operation"], run["status"], run["outcome"]) == (
+        "refine_experience", "succeeded", "proposed")
+    assert {s["source_id"] for s in run["sources"]} >= {s["source_id"]
+                                                        for s in auto["new_sources"]}
+    assert run["memory_citations"]  # a run selects Memory; the Sources are its evidence
+    assert run["candidate"]["status"] == "pending"  # reviewed like any other Candidate
+    # Settled by the next tick: the cursor is at the window's end, nothing is in flight, and
+    # the scope is not due again (no new records; the hours count from this success).
+    assert auto["settled"] == "advance"
+    assert (after["cursor"], after["window"]) == (admitted["end"], None)
+    assert after["last_success_at"] is not None
+    closed = {gate["name"] for gate in after["gates"] if not gate["open"]}
+    assert not after["due"]
+    assert closed == {"time", "records"}
 
 
 def test_dream_run_show_and_list_over_the_api(live_api: LiveApi) -> None:

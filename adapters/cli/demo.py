@@ -4,6 +4,8 @@ The main job end to end on the embedded store with the offline generator: record
 Sources and Memory entries, dream over them, show the Candidate with its exact evidence (and a
 run that honestly answers ``needs_evidence``), approve it, find the lesson with a knowledge
 search, derive a Skill from the approved Experience, approve that, and print its package.
+Last, automatic dreaming is turned on for the scope and picks up three new task Sources on its
+own (``demo_auto``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
+from adapters.cli.demo_auto import dream_automatically, render_automatic
 from adapters.generators.factory import GeneratorRegistry
 from adapters.generators.offline import OfflineGenerator
 from adapters.settings import Settings
@@ -29,6 +33,7 @@ from domain.dream_request import DreamOperation, DreamRequest
 from domain.dream_run import DreamRun
 from domain.policy import LOCAL
 from domain.refs import ArtifactFamily, ArtifactRef, Lineage, MemoryCitation, SourceRef
+from projections.auto_records import AUTO_RECORDS, AutoRecordsView
 from projections.catalog import READ_MODELS
 from projections.knowledge import KNOWLEDGE, KnowledgeItem, KnowledgeView
 
@@ -41,7 +46,7 @@ TASKS = {
                 "Refunded, then retried with key K; exactly one charge."),
 }
 
-STEPS = 11
+STEPS = 12
 NOTES = "team-notes"  # the demo's one Memory
 EXPERIENCE_ID = "pin-by-digest"  # the Experience written by a management write
 TASK = "task"  # the source type of the task records
@@ -92,13 +97,15 @@ def run_demo(app: Dreaming, settings: Settings, scope_id: str,
     with ExitStack() as stack:
         running = {spec.name: stack.enter_context(start_projection(spec, settings))
                    for spec in READ_MODELS}
-        report = _run_demo(app, running[KNOWLEDGE.name], scope_id, say)
+        report = _run_demo(app, running[KNOWLEDGE.name], running[AUTO_RECORDS.name], scope_id,
+                           say)
         for projection in running.values():
             projection.catch_up()
         return report
 
 
-def _run_demo(app: Dreaming, knowledge: RunningProjection[KnowledgeView], scope_id: str,
+def _run_demo(app: Dreaming, knowledge: RunningProjection[KnowledgeView],
+              auto_records: RunningProjection[AutoRecordsView], scope_id: str,
               say: Callable[[str], None]) -> dict[str, Any]:
     demo = _Demo(app, scope_id, say, app.executor(GeneratorRegistry(OfflineGenerator())))
     _record_sources(demo)
@@ -111,8 +118,13 @@ def _run_demo(app: Dreaming, knowledge: RunningProjection[KnowledgeView], scope_
     hits = _search(demo, knowledge, approved.position)
     lesson = _approved_artifact(approved)
     derived, skill = _derive_skill(demo, lesson)
-    return _read_back(demo, _Produced(first, (proposed, needs_evidence, derived), lesson, skill,
-                                      hits))
+    report = _read_back(demo, _Produced(first, (proposed, needs_evidence, derived), lesson,
+                                        skill, hits))
+    demo.step(12, "Automatic dreaming: turning it on, recording 3 more task Sources, "
+                  "admitting, running and settling their window")
+    report["automatic_dreaming"] = dream_automatically(app, scope_id, auto_records,
+                                                       partial(_execute, demo))
+    return report
 
 
 def _record_sources(demo: _Demo) -> None:
@@ -253,7 +265,11 @@ def _dream(demo: _Demo, key: str, operation: DreamOperation,
     request = DreamRequest.create(operation, key, memory_citations=citations,
                                   artifacts=artifacts)
     run = demo.app.runs.request_dream(LOCAL, demo.scope_id, request).value.run
-    attempt = demo.executor.claim(demo.scope_id, run.run_id)
+    return _execute(demo, run.run_id)
+
+
+def _execute(demo: _Demo, run_id: str) -> DreamRun:
+    attempt = demo.executor.claim(demo.scope_id, run_id)
     assert attempt is not None, "a fresh run is always claimable"
     finished = demo.executor.execute(attempt)
     assert finished is not None
@@ -316,6 +332,7 @@ def render(report: dict[str, Any], write: Callable[[str], None]) -> None:
         write(f"\nEvent history of the {name}:")
         for event in events:
             write(f"  v{event['version']:<3} {event['event']:<28} {event.get('entry_id', '')}")
+    render_automatic(report["automatic_dreaming"], write)
 
 
 def _render_dream(dream: dict[str, Any], write: Callable[[str], None]) -> None:
