@@ -57,7 +57,7 @@ class ScopeGate:
 
     def load(self, scope_id: str) -> Scope:
         scope: Scope = self.store.load(scope_aggregate_id(check_scope_id(scope_id)),
-                                       lambda: scope_not_found(scope_id))
+                                       lambda: scope_not_found(scope_id), kind=Scope)
         return scope
 
     def scope_for(self, caller: Caller, scope_id: str, action: str,
@@ -109,7 +109,7 @@ class Principals:
         """
         self.policy.require_admin(caller)
         expiry = token_expiry(self.clock(), expires_in_seconds, expires_at)
-        existing: Principal | None = self.store.find(Principal.create_id(principal))
+        existing: Principal | None = self.store.find(Principal.create_id(principal), Principal)
         if existing is not None and existing.admin != admin:
             raise PrincipalExistsError(
                 f"principal {principal!r} exists with admin={existing.admin}; a token cannot "
@@ -173,7 +173,7 @@ class Principals:
         principal: Principal = self.store.load(
             Principal.create_id(name),
             lambda: PrincipalNotFoundError(f"principal {name!r} does not exist",
-                                           principal=name))
+                                           principal=name), kind=Principal)
         return principal
 
     def authenticate(self, token: str) -> Caller:
@@ -184,7 +184,8 @@ class Principals:
 
     def _token(self, token: str) -> AccessToken:
         issued: AccessToken = self.store.load(AccessToken.create_id(token_hash(token)),
-                                              lambda: UnauthorizedError("unknown bearer token"))
+                                              lambda: UnauthorizedError("unknown bearer token"),
+                                              kind=AccessToken)
         return issued
 
     def bootstrap_admin(self) -> str | None:

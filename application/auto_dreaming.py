@@ -116,7 +116,7 @@ class AutoDreaming:
         self.clock = clock
 
     def state_of(self, scope_id: str) -> AutoDream:
-        auto: AutoDream | None = self.store.find(AutoDream.create_id(scope_id))
+        auto: AutoDream | None = self.store.find(AutoDream.create_id(scope_id), AutoDream)
         return auto if auto is not None else AutoDream.start(scope_id)
 
     # -- queries -----------------------------------------------------------------------------

@@ -141,7 +141,7 @@ class DreamRuns:
         return run
 
     def existing_run(self, scope_id: str, run_id: str) -> DreamRun | None:
-        run: DreamRun | None = self.store.find(dream_run_aggregate_id(scope_id, run_id))
+        run: DreamRun | None = self.store.find(dream_run_aggregate_id(scope_id, run_id), DreamRun)
         return run
 
     def queue_of(self, scope_id: str) -> DreamQueue:
@@ -190,7 +190,7 @@ class DreamRuns:
             return AUTOMATIC
         if not self.policy.enforced:
             return LOCAL
-        principal: Principal | None = self.store.find(Principal.create_id(run.requester))
+        principal: Principal | None = self.store.find(Principal.create_id(run.requester), Principal)
         if principal is None:
             raise AccessRevokedError("the requester no longer exists", principal=run.requester)
         return Caller(principal.name, principal.admin)

@@ -37,11 +37,12 @@ class StoreEvidenceReader:
 
     def source(self, ref: SourceRef) -> Source | None:
         aggregate_id = source_aggregate_id(self.scope.scope_id, ref.source_type, ref.source_id)
-        found = self._load(aggregate_id)
+        found = self._load(aggregate_id, Source)
         return found if isinstance(found, Source) and not found.withdrawn else None
 
     def artifact(self, family: str, artifact_id: str) -> Artifact | None:
-        found = self._load(artifact_aggregate_id(self.scope.scope_id, family, artifact_id))
+        found = self._load(artifact_aggregate_id(self.scope.scope_id, family, artifact_id),
+                           Artifact)
         return found if isinstance(found, Artifact) else None
 
     def check_read(self, resource: Resource) -> None:
@@ -60,7 +61,7 @@ class StoreEvidenceReader:
                 "the target is no longer the head revision", field="target",
                 expected=target.to_dict(), current=artifact.head_ref.to_dict())
 
-    def _load(self, aggregate_id: UUID) -> Aggregate | None:
+    def _load(self, aggregate_id: UUID, kind: type[Aggregate]) -> Aggregate | None:
         if aggregate_id not in self._loaded:
-            self._loaded[aggregate_id] = self.store.find(aggregate_id)
+            self._loaded[aggregate_id] = self.store.find(aggregate_id, kind)
         return self._loaded[aggregate_id]

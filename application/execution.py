@@ -329,7 +329,7 @@ class DreamExecutor:
                                            None if target is None else target.to_dict(),
                                            run.manifest.to_dict(), run.prompt_version)
         record_id = ProposalRecord.create_id(run.scope_id, run.principal_key, fingerprint)
-        record: ProposalRecord | None = self.store.find(record_id)
+        record: ProposalRecord | None = self.store.find(record_id, ProposalRecord)
         return fingerprint, record
 
     def _propose(self, attempt: Attempt, plan: DreamPlan, family: str,

@@ -179,6 +179,7 @@ class Records:
             source_aggregate_id(check_scope_id(scope_id), ref.source_type, ref.source_id),
             lambda: SourceNotFoundError(f"source {source_type}/{source_id} does not exist",
                                         source=ref.to_dict()),
+            kind=Source,
         )
         return source
 

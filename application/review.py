@@ -113,7 +113,7 @@ class Reviews:
         full = evidence.with_citation_roots(lineage)
         candidate = Candidate.propose(scope.scope_id, candidate_id, family, target, proposal,
                                       full, reason, proposer=caller.name)
-        existing: Candidate | None = self.store.find(candidate.id)
+        existing: Candidate | None = self.store.find(candidate.id, Candidate)
         if existing is not None:
             replayed = self._same_proposal(existing, candidate)
             return Written(self._reviewed(caller, scope, replayed), None)
@@ -209,7 +209,7 @@ class Reviews:
         candidate: Candidate = self.store.load(
             candidate_aggregate_id(scope.scope_id, candidate_id),
             lambda: CandidateNotFoundError(f"no candidate {candidate_id!r} in this scope",
-                                           candidate_id=candidate_id))
+                                           candidate_id=candidate_id), kind=Candidate)
         return candidate
 
     def _approved_artifact(self, caller: Caller, scope: Scope, candidate: Candidate,

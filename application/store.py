@@ -99,10 +99,12 @@ class EventStore(Application[UUID]):
         register_reference_transcodings(transcoder)
 
     def load(self, aggregate_id: UUID, missing: Callable[[], DomainError],
-             version: int | None = None) -> Any:
+             version: int | None = None, kind: type[Aggregate] | None = None) -> Any:
+        """The aggregate (at ``version``); ``kind``, when the caller knows the class, saves
+        the snapshot lookup of a class that is never snapshotted."""
         try:
             with store_call():
-                return self._rebuild(aggregate_id, version)
+                return self._rebuild(aggregate_id, version, kind)
         except AggregateNotFoundError:
             raise missing() from None
 
@@ -111,18 +113,21 @@ class EventStore(Application[UUID]):
         with store_call():
             return bool(self.recorder.select_events(aggregate_id, limit=1))
 
-    def find(self, aggregate_id: UUID) -> Any:
+    def find(self, aggregate_id: UUID, kind: type[Aggregate] | None = None) -> Any:
         """The aggregate, or ``None`` when it has no events: one load, no separate check."""
         try:
             with store_call():
-                return self._rebuild(aggregate_id, None)
+                return self._rebuild(aggregate_id, None, kind)
         except AggregateNotFoundError:
             return None
 
-    def _rebuild(self, aggregate_id: UUID, version: int | None) -> Any:
+    def _rebuild(self, aggregate_id: UUID, version: int | None,
+                 kind: type[Aggregate] | None) -> Any:
         """The aggregate from its events, through its latest snapshot only when its class is
-        snapshotted: the snapshot store is asked for every aggregate otherwise."""
-        if aggregate_id not in self._never_snapshotted:
+        snapshotted (known from ``kind`` or from an earlier load of the id): otherwise the
+        library would ask the snapshot store for every aggregate."""
+        snapshotted = kind is None or kind in self.snapshotting_intervals
+        if snapshotted and aggregate_id not in self._never_snapshotted:
             aggregate = self.repository.get(aggregate_id, version=version, projector_func=replay)
             if type(aggregate) not in self.snapshotting_intervals:
                 if len(self._never_snapshotted) >= MAX_REMEMBERED_IDS:

@@ -59,3 +59,19 @@ def test_a_missing_aggregate_is_still_missing(app: Dreaming) -> None:
     assert app.store.find(Scope.create_id("other")) is None
     with pytest.raises(ScopeNotFoundError):
         app.store.load(Scope.create_id("other"), lambda: ScopeNotFoundError("no"))
+
+
+def test_a_caller_that_names_the_class_saves_even_the_first_snapshot_lookup(
+        app: Dreaming, snapshot_queries: list[Any]) -> None:
+    app.records.create_scope(LOCAL, "s")
+    queue = DreamQueue.open("s")
+    app.store.commit(queue)
+    snapshot_queries.clear()  # whatever the setup looked up
+    scope_id = Scope.create_id("s")
+    scope = app.store.load(scope_id, lambda: ScopeNotFoundError("no"), kind=Scope)
+    assert app.auto.gate.load("s") == scope
+    assert app.store.find(Scope.create_id("other"), Scope) is None
+    assert snapshot_queries == []  # a Scope is never snapshotted: no lookup at all
+    assert app.store.find(queue.id, DreamQueue) == queue
+    assert snapshot_queries == [queue.id]  # a snapshotted class still goes through its snapshot
+    assert scope == app.store.repository.get(scope_id)  # the library's own load agrees
