@@ -69,6 +69,7 @@ SCOPES: Columns = (
     ("retry_at", "int", ""),  # released_at + the retry backoff
     ("pending", "int", "NOT NULL"),  # counted records after the cursor
     ("first_pending", "int", ""),  # the oldest of them: the scheduler's order
+    ("ready", "bool", "NOT NULL"),  # pending > 0 and pending >= min_new: indexed with the order
 )
 HOUR_MICROS = 3_600_000_000
 DueKey = tuple[int, str]  # (the oldest pending record's position, scope id): the order
@@ -95,7 +96,8 @@ class AutoRecordsView(ProjectionView, ABC):
             self._table_ddl("", COLUMNS),
             self._table_ddl("_memories", MEMORIES),
             self._table_ddl("_scopes", SCOPES),
-            self._index_ddl("due", "_scopes", "enabled, window_open, first_pending"),
+            # The scopes with enough records, oldest first: a tick never walks the others.
+            self._index_ddl("due", "_scopes", "enabled, window_open, ready, first_pending"),
             self._index_ddl("pending", "", "scope_id, counted, position"),
             self._index_ddl("entry", "", "owner, entry_id"),
         ]
@@ -167,12 +169,14 @@ class AutoRecordsView(ProjectionView, ABC):
                 "scope_id": scope_id, "scope_key": str(scope_key), "auto_key": None,
                 **_scheduling(settings), "cursor_position": 0, "window_open": False,
                 "last_success_at": None, "released_at": None, "retries": 0, "retry_at": None,
-                "pending": 0, "first_pending": None})
+                "pending": 0, "first_pending": None, "ready": False})
 
     def scope_settings(self, scope_key: UUID, settings: Mapping[str, Any],
                        tracking: Tracking) -> None:
+        where = {"scope_key": str(scope_key)}
         with self.tracked(tracking) as cursor:
-            self._set(cursor, {"scope_key": str(scope_key)}, _scheduling(settings), "_scopes")
+            self._set(cursor, where, _scheduling(settings), "_scopes")
+            self._mark_ready(cursor, where)
 
     def auto_started(self, auto_key: UUID, scope_id: str, tracking: Tracking) -> None:
         with self.tracked(tracking) as cursor:
@@ -234,6 +238,7 @@ class AutoRecordsView(ProjectionView, ABC):
                 f"WHERE scope_id = {p('scope_id')}",
                 {"delta": delta, "scope_id": scope_id, "yes": True,
                  "after": scope["cursor_position"]})
+            self._mark_ready(cursor, {"scope_id": scope_id})
 
     def _recount(self, cursor: ViewCursor, scope_id: str) -> None:
         """The scope's counted records after its (moved) cursor: how many, and the oldest."""
@@ -246,6 +251,12 @@ class AutoRecordsView(ProjectionView, ABC):
         counts = cursor.fetchone()
         self._set(cursor, {"scope_id": scope_id},
                   {"pending": int(counts["n"]), "first_pending": counts["first"]}, "_scopes")
+        self._mark_ready(cursor, {"scope_id": scope_id})
+
+    def _mark_ready(self, cursor: ViewCursor, where: Mapping[str, object]) -> None:
+        """Whether the scope has enough pending records, after its count or threshold moved."""
+        cursor.execute(f"UPDATE {self.table('_scopes')} SET ready = (pending > 0 AND "
+                       f"pending >= min_new) WHERE {' AND '.join(self._equal(where))}", where)
 
     def _pending_sql(self, columns: str) -> str:
         """``columns`` over the scope's counted records after ``after``."""
@@ -309,8 +320,8 @@ class AutoRecordsView(ProjectionView, ABC):
             params["after_at"], params["after_id"] = after
         rows = self._select(
             f"SELECT first_pending, scope_id FROM {self.table('_scopes')} "
-            f"WHERE enabled = {p('yes')} AND window_open = {p('no')} AND pending > 0 "
-            f"AND pending >= min_new AND (last_success_at IS NULL OR last_success_at + "
+            f"WHERE enabled = {p('yes')} AND window_open = {p('no')} AND ready = {p('yes')} "
+            f"AND (last_success_at IS NULL OR last_success_at + "
             f"min_hours * {HOUR_MICROS} <= {p('now')}) AND (retry_at IS NULL OR retry_at <= "
             f"{p('now')} OR released_at + min_hours * {HOUR_MICROS} <= {p('now')}) {continued}"
             f"ORDER BY first_pending, scope_id LIMIT {p('limit')}", params)

@@ -204,3 +204,24 @@ def test_scopes_that_cannot_be_admitted_never_hide_the_ones_behind_them(
     assert scheduler.tick() == 1  # b3, then z
     assert app.auto.state_of("z").window is not None
     assert all(app.auto.state_of(b).window is None for b in ("b1", "b2", "b3"))
+
+
+def test_the_due_index_follows_counts_and_thresholds(
+        app: Dreaming,
+        views: tuple[RunningProjection[Any], RunningProjection[Any]]) -> None:
+    records, _ = views
+
+    def due() -> list[str]:
+        records.catch_up()
+        return [scope for _, scope in records.view.due_scopes(app.clock(), 10)]
+
+    due_scope(app, "s")  # one entry and three Sources: four records
+    assert due() == ["s"]
+    app.records.change_scope_settings(LOCAL, "s", {"auto_min_new_records": 5})
+    assert due() == []
+    app.records.record_source(LOCAL, "s", "task", "t5", text="one more")
+    assert due() == ["s"]
+    app.records.withdraw_source(LOCAL, "s", "task", "t5", "recorded by mistake")
+    assert due() == []
+    app.records.change_scope_settings(LOCAL, "s", {"auto_min_new_records": 4})
+    assert due() == ["s"]
