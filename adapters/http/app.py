@@ -87,6 +87,7 @@ def background(dreaming: Dreaming, settings: Settings,
             runs, records = parts.read_models[RUNS.name], parts.read_models[AUTO_RECORDS.name]
             pool = worker_pool(dreaming, settings, runs.fresh(runs.view.claimable),
                                lambda: (records.view, runs.view)).start()
+            runs.when_applied(pool.wake)  # a run may have become claimable
             if pool.scheduler is not None:  # a record landed: a scope may be due
                 records.when_applied(pool.scheduler.wake)
             stack.callback(_stop_quietly, "the workers", pool.stop)
