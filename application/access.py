@@ -31,6 +31,7 @@ from domain.scope import Scope
 from domain.text import check_identifier, check_scope_id
 
 BOOTSTRAP_ADMIN = "admin"
+MAX_REMEMBERED_PRINCIPALS = 10_000
 TOKEN_PREFIX = "dream_"
 _TOKENS_PAGE = 500
 
@@ -81,6 +82,9 @@ class Principals:
         self.store = store
         self.policy = policy
         self.clock = clock
+        # A principal's admin flag is fixed at registration (no event changes it), so it is
+        # read once per process; tokens are still read per request.
+        self._admin: dict[str, bool] = {}
 
     def register_principal(self, caller: Caller, name: str,
                            admin: bool = False) -> Written[Principal]:
@@ -180,7 +184,16 @@ class Principals:
         """Read per request, never cached: a revocation or an expiry applies at once."""
         issued = self._token(token)
         issued.check_usable(self.clock())
-        return Caller(issued.principal, self.get_principal(issued.principal).admin)
+        return Caller(issued.principal, self._is_admin(issued.principal))
+
+    def _is_admin(self, name: str) -> bool:
+        admin = self._admin.get(name)
+        if admin is None:
+            admin = self.get_principal(name).admin
+            if len(self._admin) >= MAX_REMEMBERED_PRINCIPALS:
+                self._admin.clear()  # bounded: learn afresh
+            self._admin[name] = admin
+        return admin
 
     def _token(self, token: str) -> AccessToken:
         issued: AccessToken = self.store.load(AccessToken.create_id(token_hash(token)),

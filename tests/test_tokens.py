@@ -29,8 +29,10 @@ from adapters.http.app import create_app
 from adapters.http.server import running_server
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
+from application.access import token_hash
 from domain.ids import scope_aggregate_id
-from domain.principal import AccessToken
+from domain.policy import Caller
+from domain.principal import AccessToken, Principal
 from tests.conftest import LiveApi
 
 SERVE_STARTUP_SECONDS = 60.0
@@ -311,3 +313,27 @@ def test_token_commands_explain_themselves(capsys: pytest.CaptureFixture[str]) -
         text = " ".join(capsys.readouterr().out.split())
         for word in words:
             assert word in text, (command, word)
+
+
+def test_authentication_reads_the_token_each_time_and_the_principal_once(
+        enforced_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A principal's admin flag never changes after registration; a token can be revoked."""
+
+    admin = Caller("admin", admin=True)
+    enforced_app.access.register_principal(admin, "rita")
+    token = enforced_app.access.issue_token(admin, "rita").value
+    loads: list[Any] = []
+    original = enforced_app.store._rebuild
+
+    def counted(aggregate_id: Any, *args: Any) -> Any:
+        loads.append(aggregate_id)
+        return original(aggregate_id, *args)
+
+    monkeypatch.setattr(enforced_app.store, "_rebuild", counted)
+    for _ in range(3):
+        assert enforced_app.access.authenticate(token) == Caller("rita", admin=False)
+    assert loads.count(Principal.create_id("rita")) == 1
+    assert loads.count(AccessToken.create_id(token_hash(token))) == 3
+    enforced_app.access.revoke_token(admin, token)
+    with pytest.raises(domain.UnauthorizedError):
+        enforced_app.access.authenticate(token)
