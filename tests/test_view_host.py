@@ -183,13 +183,11 @@ def test_a_follower_reads_its_writes_and_takes_over_when_the_host_stops(
     assert len(listed_ids(follower)) == 6
 
 
-@pytest.mark.postgres
-@pytest.mark.parametrize("settings", ["postgres"], indirect=True)  # signals are NOTIFY
-def test_on_postgres_a_followers_reader_wakes_the_host_and_hears_it_applied(
+def test_a_followers_reader_wakes_the_host_and_hears_it_applied(
         settings: Settings, app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
     """With the host's coalescing delay and the follower's poll both made long, a read through
-    the follower is still prompt: it NOTIFYs the host to apply at once, and the host NOTIFYs
-    when it has."""
+    the follower is still prompt: it asks the host to apply at once, and the host says when it
+    has (NOTIFY on PostgreSQL, local datagrams on SQLite)."""
     monkeypatch.setattr(projection_runtime, "COALESCE_SECONDS", 3.0)
     monkeypatch.setattr(projection_runtime, "FOLLOW_POLL_SECONDS", 3.0)
     app.records.create_scope(LOCAL, "s")

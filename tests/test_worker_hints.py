@@ -1,6 +1,7 @@
 """Workers wake when the runs view's host commits a batch, and the automatic-dreaming
-scheduler when the record log's host does, in whichever process it runs (PostgreSQL NOTIFY; in
-the hosting process, its runner), instead of waiting for their next poll."""
+scheduler when the record log's host does, in whichever process it runs (PostgreSQL NOTIFY,
+local datagrams on SQLite; in the hosting process, its runner), instead of waiting for their
+next poll. Both stores."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def sleepy_pool(app: Dreaming, settings: Settings, *, hinted: bool) -> WorkerPoo
     executor = DreamExecutor(app.runs, GeneratorRegistry(ScriptedModel()))
     return WorkerPool(executor, runs_view.claimable, max_concurrent_generations=1,
                       poll_seconds=NEVER,
-                      hints=view_hints(app, RUNS.name, "hints") if hinted else None)
+                      hints=view_hints(app, settings, RUNS.name, "hints") if hinted else None)
 
 
 def terminal_within(app: Dreaming, scope_id: str, run_id: str, seconds: float) -> bool:
@@ -47,12 +48,9 @@ def terminal_within(app: Dreaming, scope_id: str, run_id: str, seconds: float) -
     return False
 
 
-@pytest.mark.postgres
-@pytest.mark.parametrize("settings", ["postgres"], indirect=True)
 def test_a_hint_from_the_runs_views_host_wakes_a_sleeping_pool(
         settings: Settings, app: Dreaming) -> None:
     seed_scope(app, "s")
-    assert view_hints(app, RUNS.name, "hints") is not None
     with start_projection(RUNS, settings) as host:  # applies and announces every batch
         host.catch_up()
         with sleepy_pool(app, settings, hinted=True):
@@ -61,8 +59,6 @@ def test_a_hint_from_the_runs_views_host_wakes_a_sleeping_pool(
             assert terminal_within(app, "s", run_id, BOUND)
 
 
-@pytest.mark.postgres
-@pytest.mark.parametrize("settings", ["postgres"], indirect=True)
 def test_without_hints_the_same_pool_sleeps_through_the_admission(
         settings: Settings, app: Dreaming) -> None:
     seed_scope(app, "s")
@@ -72,11 +68,6 @@ def test_without_hints_the_same_pool_sleeps_through_the_admission(
             time.sleep(0.5)
             run_id = admit(app, "s", "k1")
             assert not terminal_within(app, "s", run_id, 2.0)
-
-
-@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
-def test_sqlite_has_no_hints_its_pools_poll(app: Dreaming) -> None:
-    assert view_hints(app, RUNS.name, "hints") is None
 
 
 def admitted_within(app: Dreaming, scope_id: str, seconds: float) -> bool:
@@ -102,14 +93,12 @@ def test_a_landing_record_wakes_the_scheduler_of_the_process_hosting_the_log(
             assert admitted_within(app, "s", BOUND)
 
 
-@pytest.mark.postgres
-@pytest.mark.parametrize("settings", ["postgres"], indirect=True)
 @pytest.mark.parametrize("hinted", [True, False])
 def test_a_hint_from_the_record_logs_host_wakes_a_scheduler_elsewhere(
         settings: Settings, app: Dreaming, hinted: bool) -> None:
-    """A `dream worker`'s scheduler reads the log's tables and wakes on its host's NOTIFY;
-    without the hint it would sleep through the record."""
-    hints = view_hints(app, AUTO_RECORDS.name, "auto-hints") if hinted else None
+    """A `dream worker`'s scheduler reads the log's tables and wakes on its host's hint
+    (NOTIFY, or a local datagram on SQLite); without it, it would sleep through the record."""
+    hints = view_hints(app, settings, AUTO_RECORDS.name, "auto-hints") if hinted else None
     with start_projection(AUTO_RECORDS, settings) as host:
         host.catch_up()
         scheduler = AutoScheduler(

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from threading import Event, Thread
+from typing import Protocol
 
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
@@ -72,5 +73,9 @@ class Listener:
                 self._stopping.wait(backoff.next())
 
 
+class Stoppable(Protocol):
+    def stop(self, timeout: float = ...) -> None: ...
+
+
 # Starts listening, waking with the callable given (see ``adapters.workers.pool.view_hints``).
-Hints = Callable[[Callable[[], None]], Listener]
+Hints = Callable[[Callable[[], None]], Stoppable]

@@ -37,6 +37,12 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
 from adapters.store.foreground import Foreground
+from adapters.store.local_signals import (
+    LocalListener,
+    local_channel,
+    local_notify,
+    signals_dir,
+)
 from adapters.store.notifications import NOTIFY_POLL_SECONDS, Listener, notify, view_channel
 from adapters.store.persistence import projection_env
 from adapters.store.shared_feed import Fetch, store_fetch
@@ -117,11 +123,22 @@ class RunningProjection(Generic[TView]):
                          self._elect_every)
         self._follower_waits = Event()  # a follower's reader asked this host to apply
         self._on_applied: list[Callable[[], None]] = []
+        # On SQLite, hints between processes travel as local datagrams (no NOTIFY there).
+        self._local = None if self._pg is not None else signals_dir(settings.data_dir)
         self._thread = Thread(target=self._follow, daemon=True, name=f"view-{self.name}")
         self._thread.start()
-        self._listener = None if self._pg is None else Listener(
-            self._pg, [self._pg.channel_name, self._channel("wake"), self._channel("applied")],
-            self._hinted, self._wakeup.set, name=f"view-{self.name}-listen")
+        self._listener = self._listen()
+
+    def _listen(self) -> Listener | LocalListener:
+        """Hints: a commit to the write model (PostgreSQL), a reader elsewhere asking this
+        host to apply (``wake``), the host saying it has (``applied``)."""
+        name = f"view-{self.name}-listen"
+        hints = [self._channel("wake"), self._channel("applied")]
+        if self._pg is not None:
+            return Listener(self._pg, [self._pg.channel_name, *hints], self._hinted,
+                            self._wakeup.set, name=name)
+        assert self._local is not None
+        return LocalListener(self._local, hints, self._hinted, self._wakeup.set, name=name)
 
     @property
     def name(self) -> str:
@@ -301,15 +318,20 @@ class RunningProjection(Generic[TView]):
                                    start=self._position, fetch=self._fetch, announce=announce)
         if asked and not applied:  # nothing new: answer at once
             self._signal("applied")
+        elif applied and self._local is not None and (asked or self.spec.announced):
+            self._signal("applied")  # no batch transaction to carry it on SQLite
 
     def _channel(self, kind: str) -> str:
-        assert self._pg is not None
+        if self._pg is None:
+            return local_channel(self.name, kind)
         return view_channel(self._pg, self.name, kind)
 
     def _signal(self, kind: str) -> None:
-        """NOTIFY this view's ``kind`` channel on PostgreSQL."""
+        """Hint this view's ``kind`` channel to the other processes of the store."""
         if self._pg is not None:
             notify(self._pg, self._channel(kind))
+        elif self._local is not None:
+            local_notify(self._local, self._channel(kind))
 
     def when_applied(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (quick, never raising) each time the view moves on: a batch this

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.store.backoff import Backoff
-from adapters.store.notifications import Hints, Listener
+from adapters.store.notifications import Hints, Stoppable
 from application.bootstrap import Dreaming
 from application.store import OUTAGE_ERRORS
 from domain.errors import DomainError
@@ -56,7 +56,7 @@ class AutoScheduler:
         self.tick_seconds = tick_seconds
         self.admitted = 0
         self._hints = hints  # on PostgreSQL: the record log's host says when it moved on
-        self._listener: Listener | None = None
+        self._listener: Stoppable | None = None
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dream-auto", daemon=True)

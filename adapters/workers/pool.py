@@ -40,7 +40,8 @@ from adapters.store.generation_slots import (
     holder_name,
     leased_slots,
 )
-from adapters.store.notifications import Hints, Listener, view_channel
+from adapters.store.local_signals import LocalListener, local_channel, signals_dir
+from adapters.store.notifications import Hints, Listener, Stoppable, view_channel
 from adapters.store.view_batches import open_view
 from adapters.workers.auto_scheduler import AutoScheduler, Views
 from application.bootstrap import Dreaming
@@ -88,25 +89,30 @@ def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox,
     scheduler = AutoScheduler(
         app, views or (lambda: (open_view(AUTO_RECORDS, settings), open_view(RUNS, settings))),
         settings.auto_max_concurrent, owns_views=views is None,
-        hints=None if views else view_hints(app, AUTO_RECORDS.name, "dream-auto-hints"))
+        hints=None if views else view_hints(app, settings, AUTO_RECORDS.name,
+                                            "dream-auto-hints"))
     return WorkerPool(executor, inbox, max_concurrent_generations=settings.workers,
                       slots=leased_slots(settings),
-                      hints=view_hints(app, RUNS.name, "dream-worker-hints"), scheduler=scheduler)
+                      hints=view_hints(app, settings, RUNS.name, "dream-worker-hints"),
+                      scheduler=scheduler)
 
 
-def view_hints(app: Dreaming, view: str, name: str) -> Hints | None:
-    """On PostgreSQL: wake whenever ``view``'s host, in whichever process, commits a batch (a
-    new run to claim at once, a record that may make a scope due) rather than at the next
-    poll. ``None`` on SQLite, where the callers poll."""
+def view_hints(app: Dreaming, settings: Settings, view: str, name: str) -> Hints:
+    """Wake whenever ``view``'s host, in whichever process, commits a batch (a new run to
+    claim at once, a record that may make a scope due) rather than at the next poll: through
+    PostgreSQL's NOTIFY, or on SQLite through local datagrams (``local_signals``)."""
     recorder = app.store.recorder
-    if not isinstance(recorder, PostgresApplicationRecorder):
-        return None
-    channel = view_channel(recorder, view, "applied")
+    if isinstance(recorder, PostgresApplicationRecorder):
+        channel = view_channel(recorder, view, "applied")
 
-    def listen(wake: Callable[[], None]) -> Listener:
-        return Listener(recorder, [channel], lambda _: wake(), wake, name=name)
+        def listen(wake: Callable[[], None]) -> Stoppable:
+            return Listener(recorder, [channel], lambda _: wake(), wake, name=name)
+        return listen
+    directory, local = signals_dir(settings.data_dir), local_channel(view, "applied")
 
-    return listen
+    def listen_locally(wake: Callable[[], None]) -> Stoppable:
+        return LocalListener(directory, [local], lambda _: wake(), wake, name=name)
+    return listen_locally
 
 
 class WorkerPool:
@@ -121,7 +127,7 @@ class WorkerPool:
         self.executor = executor
         self.scheduler = scheduler
         self._hints = hints
-        self._listener: Listener | None = None
+        self._listener: Stoppable | None = None
         self.inbox = inbox
         self.capacity = max_concurrent_generations
         self.poll_seconds = poll_seconds
