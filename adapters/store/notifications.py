@@ -30,9 +30,10 @@ def view_channel(recorder: PostgresApplicationRecorder, view: str, kind: str) ->
 
 
 def notify(recorder: PostgresApplicationRecorder, channel: str) -> None:
-    """NOTIFY ``channel`` (a hint: a failure is ignored, the receivers poll anyway)."""
-    with suppress(Exception), recorder.datastore.transaction(commit=True) as cursor:
-        cursor.execute("SELECT pg_notify(%s, '')", (channel,))
+    """NOTIFY ``channel`` (a hint: a failure is ignored, the receivers poll anyway), as one
+    statement on an autocommit connection: no BEGIN and COMMIT round trips around it."""
+    with suppress(Exception), recorder.datastore.get_connection() as connection:
+        connection.execute("SELECT pg_notify(%s, '')", (channel,))
 
 
 class Listener:
