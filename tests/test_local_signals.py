@@ -90,3 +90,11 @@ def test_a_hint_with_no_listener_is_a_no_op(tmp_path: Path) -> None:
     started = time.monotonic()
     local_notify(signals_dir(tmp_path / "data"), "nobody_listens")
     assert time.monotonic() - started < 1
+
+
+def test_stopping_a_listener_is_prompt(tmp_path: Path) -> None:
+    listener = listening(signals_dir(tmp_path / "data"), "runs_wake", lambda _: None)
+    started = time.monotonic()
+    listener.stop()
+    assert time.monotonic() - started < 0.4  # not a whole look-up period (0.5 s)
+    assert not listener.thread.is_alive()

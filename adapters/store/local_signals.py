@@ -85,6 +85,9 @@ class LocalListener:
 
     def stop(self, timeout: float = LOOK_UP_SECONDS * 2) -> None:
         self._stopping.set()
+        if self._markers:  # wake the thread from its select at once
+            with suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+                sender.sendto(b"", _address(self._markers[0].name))
         self.thread.join(timeout)
         for marker in self._markers:
             marker.unlink(missing_ok=True)
@@ -103,7 +106,8 @@ class LocalListener:
                 with suppress(OSError):  # BlockingIOError once drained
                     while True:  # one wake-up for all the hints queued
                         key.fileobj.recv(16)  # type: ignore[union-attr]
-                self._on_notify(key.data)
+                if not self._stopping.is_set():
+                    self._on_notify(key.data)
 
 
 def _name(directory: Path, channel: str) -> str:
