@@ -51,7 +51,7 @@ from domain.auto_dream import (
     window_sizes,
 )
 from domain.budget import effective_budget
-from domain.dream_request import MAX_REFERENCES, DreamOperation, DreamRequest
+from domain.dream_request import DreamOperation, DreamRequest
 from domain.dream_run import DreamRun, RunOutcome, RunTrigger
 from domain.errors import DomainError, EvidenceLimitExceededError, WriteConflictError
 from domain.policy import Caller
@@ -204,7 +204,7 @@ class AutoDreaming:
             report = report.then(gate)
             if lazy and not gate.open:
                 return _Evaluation(report)
-        items = max_items or min(MAX_REFERENCES, effective_budget(scope.settings)["max_items"])
+        items = max_items or window_sizes(effective_budget(scope.settings)["max_items"])[0]
         counted = max(MAX_WINDOW_RECORDS, settings.min_new_records)
         ready = plan_window(auto.cursor, log.pending(scope.scope_id, auto.cursor, counted),
                             settle_cutoff(settings, now), counted)

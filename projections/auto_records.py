@@ -234,11 +234,11 @@ class AutoRecordsView(ProjectionView, ABC):
             p = self.dialect.param
             cursor.execute(
                 f"UPDATE {self.table('_scopes')} SET pending = pending + {p('delta')}, "
-                f"first_pending = ({self._pending_sql('MIN(position)')}) "
+                f"first_pending = ({self._pending_sql('MIN(position)')}), "
+                f"ready = (pending + {p('delta')} > 0 AND pending + {p('delta')} >= min_new) "
                 f"WHERE scope_id = {p('scope_id')}",
                 {"delta": delta, "scope_id": scope_id, "yes": True,
                  "after": scope["cursor_position"]})
-            self._mark_ready(cursor, {"scope_id": scope_id})
 
     def _recount(self, cursor: ViewCursor, scope_id: str) -> None:
         """The scope's counted records after its (moved) cursor: how many, and the oldest."""

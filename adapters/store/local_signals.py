@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import logging
 import os
 import selectors
 import socket
@@ -28,7 +27,6 @@ from adapters.store.persistence import PRIVATE_FILE_MODE, private_dir
 SUPPORTED = sys.platform.startswith("linux")
 LOOK_UP_SECONDS = 0.5  # how often a listener looks up from its sockets to check stop
 _serial = itertools.count(1)
-logger = logging.getLogger(__name__)
 
 
 def signals_dir(data_dir: Path) -> Path:

@@ -104,15 +104,9 @@ def view_hints(app: Dreaming, settings: Settings, view: str, name: str) -> Hints
     recorder = app.store.recorder
     if isinstance(recorder, PostgresApplicationRecorder):
         channel = view_channel(recorder, view, "applied")
-
-        def listen(wake: Callable[[], None]) -> Stoppable:
-            return Listener(recorder, [channel], lambda _: wake(), wake, name=name)
-        return listen
+        return lambda wake: Listener(recorder, [channel], lambda _: wake(), wake, name=name)
     directory, local = signals_dir(settings.data_dir), local_channel(view, "applied")
-
-    def listen_locally(wake: Callable[[], None]) -> Stoppable:
-        return LocalListener(directory, [local], lambda _: wake(), wake, name=name)
-    return listen_locally
+    return lambda wake: LocalListener(directory, [local], lambda _: wake(), wake, name=name)
 
 
 class WorkerPool:
