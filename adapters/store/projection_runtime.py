@@ -314,7 +314,7 @@ class RunningProjection(Generic[TView]):
         applied = 0
         if head > self._position:
             applied = apply_events(self.app, self._projection, self.view, head,
-                                   progress=lambda _, position, __: self._advance(position),
+                                   progress=lambda _, position, __: self._committed(position),
                                    start=self._position, fetch=self._fetch, announce=announce)
         if asked and not applied:  # nothing new: answer at once
             self._signal("applied")
@@ -337,6 +337,12 @@ class RunningProjection(Generic[TView]):
         """Call ``callback`` (quick, never raising) each time the view moves on: a batch this
         runner applied, or, as a follower, one the host committed."""
         self._on_applied.append(callback)
+
+    def _committed(self, position: int) -> None:
+        """A batch committed: the store works again (healthy before any reader sees the new
+        position), and the view has moved on."""
+        self._recovered()
+        self._advance(position)
 
     def _advance(self, position: int) -> None:
         with self._changed:
