@@ -12,6 +12,7 @@ than the deployment's cap; the read models equal their replay; the survivors sto
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -71,6 +72,7 @@ class Deployment:
     processes: list[Started]
     model: CountingModel
     server: FakeOpenAI
+    server_log: Path | None = None  # the throwaway PostgreSQL's, for a failure's explanation
 
     def role(self, name: str) -> list[Started]:
         return [started for started in self.processes if started.process.role == name]
@@ -109,7 +111,9 @@ def deployment(postgres_server: PostgresServer | str, server: FakeOpenAI,
                    **deployment_env(process, server.base_url)}
             started.append(start(process, env, tmp_path / f"{process.service}-{n}.log"))
             stack.callback(started[-1].kill_if_running)
-        yield Deployment(database_url, started, model, server)
+        yield Deployment(database_url, started, model, server,
+                         postgres_server.log_file if isinstance(postgres_server, PostgresServer)
+                         else None)
 
 
 # -- writing through both APIs --------------------------------------------------------------------
@@ -188,6 +192,38 @@ def all_settled(app: Dreaming) -> Callable[[], bool]:
         waiting[:] = [scope for scope in waiting if app.runs.queue_of(scope).unfinished]
         return not waiting
     return settled
+
+
+def settle_or_explain(app: Dreaming, deployment: Deployment,
+                      admitted: list[tuple[str, str]]) -> None:
+    """Wait until every run has ended; past the bound, fail naming the runs still open (their
+    status, attempt and lease) and the tail of every process's log."""
+    try:
+        wait_for(all_settled(app), "every run has ended", SETTLE_SECONDS)
+    except AssertionError as error:
+        open_runs = [run for run in (app.runs.existing_run(scope, run_id)
+                                     for scope, run_id in admitted)
+                     if run is not None and not run.status.terminal]
+        described = [(run.run_id, run.status.value, run.attempt, str(run.lease_expires_at))
+                     for run in open_runs[:10]]
+        raise AssertionError(f"{error}: {len(open_runs)} runs open, e.g. {described}\n"
+                             + explain(deployment)) from None
+
+
+def explain(deployment: Deployment) -> str:
+    """What every process was doing: its log without the access lines, ending with every
+    thread's stack (``SIGUSR1``), and the PostgreSQL server's log."""
+    for started in deployment.processes:
+        if started.popen.poll() is None:
+            started.popen.send_signal(signal.SIGUSR1)
+    time.sleep(2)
+    logs = [f"--- {p.process.service} (exit {p.popen.poll()})\n" + "\n".join(
+        [line for line in p.text().splitlines() if '" 20' not in line][-120:])
+        for p in deployment.processes]
+    if deployment.server_log is not None:
+        logs.append("--- postgres\n" + "\n".join(
+            deployment.server_log.read_text(errors="replace").splitlines()[-30:]))
+    return "\n".join(logs)
 
 
 def check_admitted_and_finished_once(app: Dreaming, runs: dict[str, list[str]]) -> None:
@@ -270,7 +306,7 @@ def test_the_scaled_out_topology_loses_and_duplicates_nothing_when_processes_die
         stack.callback(app.close)
         started = time.monotonic()
         admitted, failover = admit_through_both_apis_while_killing(deployment, clients, settings)
-        wait_for(all_settled(app), "every run has ended", SETTLE_SECONDS)
+        settle_or_explain(app, deployment, admitted)
         print(f"\n{len(admitted)} runs seeded, admitted and settled in "
               f"{time.monotonic() - started:.1f} s; failover {failover:.1f} s; "
               f"peak {deployment.model.peak} calls")

@@ -115,3 +115,21 @@ def test_a_killed_workers_run_is_recovered_by_another(settings: Settings, app: D
         done.fail(1, "generation_failed", app.clock())
     assert refused.value.code in ("attempt_conflict", "run_terminal")
     assert app.runs.existing_run("s", run_id) == done
+
+
+def test_sigusr1_prints_every_threads_stack_and_the_worker_goes_on(
+        settings: Settings, tmp_path: Path) -> None:
+    """What an operator does with a worker that seems stuck: ``kill -USR1`` shows what each of
+    its threads is doing, and the worker keeps running."""
+    log = tmp_path / "worker.log"
+    worker = worker_process(settings, "http://127.0.0.1:9", log)
+    try:
+        wait_for(lambda: "dream worker:" in log.read_text(errors="replace"))
+        worker.send_signal(signal.SIGUSR1)
+        wait_for(lambda: " in _dispatch" in log.read_text(errors="replace"), timeout=10)
+        assert "Thread 0x" in log.read_text(errors="replace")  # every thread, not only one
+        time.sleep(0.5)
+        assert worker.poll() is None
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0

@@ -4,6 +4,7 @@ bench."""
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -62,6 +63,12 @@ def _log_view_roles() -> None:
     runtime.setLevel(logging.INFO)
 
 
+def _stacks_on_sigusr1() -> None:
+    """``kill -USR1 <pid>`` prints every thread's stack to stderr: what a process that seems
+    stuck is doing, without stopping it (written from C, so it works with the GIL held)."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -78,6 +85,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.processes > 1:
         return _supervise(args, settings)
     _log_view_roles()
+    _stacks_on_sigusr1()
     supervised = None
     if args.listen_fd is not None and args.supervisor_pid is not None:
         supervised = (args.listen_fd, args.supervisor_pid)
@@ -127,6 +135,7 @@ def _worker(args: argparse.Namespace) -> int:
     if args.workers is not None:
         settings = settings.model_copy(update={"workers": args.workers})
     stop = _stop_on_signals()
+    _stacks_on_sigusr1()
     app = when_store_answers(lambda: open_dreaming(settings), stop)
     view = None if app is None else when_store_answers(lambda: open_view(RUNS, settings), stop)
     try:
@@ -157,6 +166,7 @@ def _project(args: argparse.Namespace) -> int:
     settings = settings_from(args).model_copy(update={"host_views": True})
     stop = _stop_on_signals()
     _log_view_roles()
+    _stacks_on_sigusr1()
     with ExitStack() as stack:  # stops in reverse: the runners, then the feed
         feed = when_store_answers(partial(SharedFeed, settings), stop)
         if feed is None:
