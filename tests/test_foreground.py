@@ -88,3 +88,19 @@ def test_a_reader_wakes_a_view_giving_way(
     runner.wait(position, timeout=5)
     assert time.monotonic() - started < 5
     assert run_id in listed_ids(runner)
+
+
+def test_a_request_on_its_way_hurries_a_view_giving_way(
+        app: Dreaming, busy_runner: tuple[Foreground, RunningProjection[RunsView]]) -> None:
+    """A read route hurries its view on arrival, before it authenticates: the view applies
+    what is pending while nobody waits for it yet."""
+    _, runner = busy_runner
+    run_id, position = admit_run(app, "k1")
+    time.sleep(0.3)
+    assert runner.position() < position  # giving way to the request in flight
+    runner.hurry()
+    deadline = time.monotonic() + 2
+    while runner.position() < position and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert runner.position() >= position
+    assert run_id in listed_ids(runner)

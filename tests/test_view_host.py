@@ -207,6 +207,24 @@ def test_a_followers_reader_wakes_the_host_and_hears_it_applied(
                 assert run_id in listed_ids(follower)
 
 
+def test_a_follower_hurried_asks_its_host_before_any_reader_waits(
+        settings: Settings, app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request on its way to a follower's view hurries it: the follower asks the host to
+    apply at once, so the view is there before the reader waits (the host's coalescing delay
+    made long, as above)."""
+    monkeypatch.setattr(projection_runtime, "COALESCE_SECONDS", 3.0)
+    seed_scope(app)
+    fast = settings.model_copy(update={"view_failover_seconds": FAILOVER_SECONDS})
+    with start_projection(RUNS, fast, lease=view_lease(fast, "runs")) as host:
+        wait_for(lambda: host.hosting, 5, "the first runner hosts")
+        with start_projection(RUNS, fast, lease=view_lease(fast, "runs")) as follower:
+            follower.wait(app.store.max_position(), timeout=10)  # settled
+            run_id, position = admit_run(app, "k1")
+            follower.hurry()
+            wait_for(lambda: follower.position() >= position, 1.5, "the host applied")
+            assert run_id in listed_ids(follower)
+
+
 def test_a_runner_told_not_to_host_only_follows(settings: Settings, app: Dreaming) -> None:
     api_only = settings.model_copy(update={"host_views": False,
                                            "view_failover_seconds": FAILOVER_SECONDS})

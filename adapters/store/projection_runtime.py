@@ -122,6 +122,7 @@ class RunningProjection(Generic[TView]):
         self._poll = min(POLL_SECONDS if self._pg is None else NOTIFY_POLL_SECONDS,
                          self._elect_every)
         self._follower_waits = Event()  # a follower's reader asked this host to apply
+        self._ask_host = Event()  # as a follower: a reader is coming, ask the host to apply
         self._on_applied: list[Callable[[], None]] = []
         # On SQLite, hints between processes travel as local datagrams (no NOTIFY there).
         self._local = None if self._pg is not None else signals_dir(settings.data_dir)
@@ -177,6 +178,18 @@ class RunningProjection(Generic[TView]):
         self._wakeup.set()
         if self._foreground is not None:
             self._foreground.nudge()  # it may be giving way to the very request that waits
+
+    def hurry(self) -> None:
+        """A reader is on its way (a request just arrived): apply what is pending now rather
+        than defer it, so the view catches up while the request authenticates. No I/O here
+        (a follower's runner asks the host); no round is started when nothing is pending."""
+        if self._hosting:
+            self._urgent.set()
+            if self._foreground is not None:
+                self._foreground.nudge()
+        else:
+            self._ask_host.set()
+            self._wakeup.set()
 
     def wait(self, position: int | None, timeout: float = DEFAULT_WAIT_SECONDS) -> None:
         """Block until the view has applied ``position`` (read-your-writes), at most
@@ -296,6 +309,9 @@ class RunningProjection(Generic[TView]):
 
     def _observe(self) -> None:
         """As a follower: the position is what the host has committed to the view."""
+        if self._ask_host.is_set():
+            self._ask_host.clear()
+            self._signal("wake")
         position = self.view.max_tracking_id(self.app_name) or 0
         if position > self._position:
             self._advance(position)

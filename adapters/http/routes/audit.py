@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from adapters.http.dependencies import After, App, As, read_view
+from adapters.http.dependencies import After, App, As, read_view, reading
 from adapters.http.schemas import AuditEventView, AuditView, ImpactedView, ImpactView, TraceView
 from adapters.http.schemas.vocabulary import NodeKindQuery
 from domain.refs import ArtifactRef, check_family
@@ -40,7 +40,8 @@ def audit(scope_id: str, aggregate: str, key: str, app: App, caller: As,
                      state=None if state is None else state.state)
 
 
-@router.get("/scopes/{scope_id}/provenance/impact", tags=["audit"])
+@router.get("/scopes/{scope_id}/provenance/impact", tags=["audit"],
+            dependencies=[reading(PROVENANCE)])
 def impact(scope_id: str, request: Request, response: Response, app: App, caller: As,
            kind: NodeKindQuery,
            key: Annotated[str, Query(min_length=1, max_length=1024)],

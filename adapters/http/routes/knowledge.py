@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from adapters.http.dependencies import After, App, As, read_view
+from adapters.http.dependencies import After, App, As, read_view, reading
 from adapters.http.schemas import (
     ArtifactRefBody,
     KnowledgeItemView,
@@ -24,7 +24,8 @@ from projections.knowledge import KNOWLEDGE, KnowledgeView
 router = APIRouter()
 
 
-@router.get("/scopes/{scope_id}/knowledge", tags=["knowledge"])
+@router.get("/scopes/{scope_id}/knowledge", tags=["knowledge"],
+            dependencies=[reading(KNOWLEDGE)])
 def search_knowledge(scope_id: str, request: Request, response: Response, app: App,
                      caller: As,
                      q: Annotated[str | None, Query(

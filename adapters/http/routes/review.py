@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 
-from adapters.http.dependencies import After, App, As, read_view, shown
+from adapters.http.dependencies import After, App, As, read_view, reading, shown
 from adapters.http.schemas import (
     ApproveCandidate,
     CandidateEvidenceView,
@@ -53,7 +53,8 @@ def propose_candidate(scope_id: str, body: ProposeCandidate, app: App, caller: A
     return _shown_candidate(app, written)
 
 
-@router.get("/scopes/{scope_id}/candidates", tags=["review"])
+@router.get("/scopes/{scope_id}/candidates", tags=["review"],
+            dependencies=[reading(REVIEW_INBOX)])
 def list_candidates(scope_id: str, request: Request, response: Response, app: App,
                     caller: As, status: InboxStatusQuery = "pending",
                     family: ReviewedFamilyName | None = None,

@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 
-from adapters.http.dependencies import After, App, As, read_view, shown
+from adapters.http.dependencies import After, App, As, read_view, reading, shown
 from adapters.http.schemas import (
     AutoDreamStatusView,
     CreateDreamRun,
@@ -49,7 +49,7 @@ def admit_dream(app: Dreaming, workers: WorkerPool | None, caller: Caller, scope
     return DreamRunView.of(run, shown(app, written, run))
 
 
-@router.get("/scopes/{scope_id}/dream", tags=["dream"])
+@router.get("/scopes/{scope_id}/dream", tags=["dream"], dependencies=[reading(RUNS)])
 def list_dreams(scope_id: str, request: Request, response: Response, app: App, caller: As,
                 status: RunStatusName | None = None,
                 operation: DreamOperationName | None = None,
@@ -64,7 +64,8 @@ def list_dreams(scope_id: str, request: Request, response: Response, app: App, c
                         next_cursor=next_cursor)
 
 
-@router.get("/scopes/{scope_id}/dream/auto", tags=["dream"])
+@router.get("/scopes/{scope_id}/dream/auto", tags=["dream"],
+            dependencies=[reading(AUTO_RECORDS)])
 def auto_dream_status(scope_id: str, request: Request, response: Response, app: App,
                       caller: As, after: After = None) -> AutoDreamStatusView:
     """Automatic dreaming in this scope: each gate with its value, and why the scope is or is
