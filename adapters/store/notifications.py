@@ -9,11 +9,14 @@ batch). Losing a notification costs a poll, nothing more: everyone still polls, 
 from __future__ import annotations
 
 import logging
+import math
+import os
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from threading import Event, Thread
-from typing import Protocol
+from threading import Event, Lock, Thread
+from typing import Any, ClassVar, Protocol
 
+import psycopg
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
@@ -37,41 +40,120 @@ def notify(recorder: PostgresApplicationRecorder, channel: str) -> None:
 
 
 class Listener:
-    """LISTENs on ``channels`` on a pooled connection of its own, on a thread: calls
-    ``on_notify(channel)`` for each notification and ``on_connect()`` after each (re)connect
-    (notifications sent before LISTEN took effect are lost, so look around then)."""
+    """Calls ``on_notify(channel)`` for each notification on ``channels`` and ``on_connect()``
+    once LISTEN has taken effect, and again after each reconnect (notifications sent before
+    are lost, so look around then). Every listener of a process on one database shares that
+    process's :class:`ListenHub`: one connection and one thread, however many listen."""
 
     def __init__(self, recorder: PostgresApplicationRecorder, channels: Sequence[str],
                  on_notify: Callable[[str], None], on_connect: Callable[[], None],
                  name: str) -> None:
-        self._recorder = recorder
-        self._listen = SQL("; ").join(SQL("LISTEN {0}").format(Identifier(channel))
-                                      for channel in channels)
-        self._on_notify = on_notify
-        self._on_connect = on_connect
-        self._stopping = Event()
-        self.thread = Thread(target=self._run, daemon=True, name=name)
-        self.thread.start()
+        self.name = name
+        self.channels = frozenset(channels)
+        self.on_notify = on_notify
+        self.on_connect = on_connect
+        self._hub = ListenHub.join(recorder, self)
 
     def stop(self, timeout: float = NOTIFY_POLL_SECONDS * 2) -> None:
-        self._stopping.set()
-        self.thread.join(timeout)
+        self._hub.leave(self, timeout)
+
+
+class ListenHub:
+    """A process's one LISTEN connection to a database, read on one thread, for every
+    :class:`Listener` of that database (each read model's runner, the workers' and the
+    scheduler's hints): a process holds one connection for its hints instead of one per
+    listener. Started by the first listener to join, stopped when the last one leaves."""
+
+    _hubs: ClassVar[dict[tuple[Any, ...], ListenHub]] = {}
+    _hubs_guard: ClassVar[Lock] = Lock()
+
+    def __init__(self, key: tuple[Any, ...], recorder: PostgresApplicationRecorder) -> None:
+        self._key = key
+        pool = recorder.datastore.pool
+        # Its own connection, not a pooled one: it outlives whichever application joined first.
+        self._connect_kwargs = {**{k: v for k, v in _pool_kwargs(recorder).items()
+                                   if k != "row_factory"},
+                                "autocommit": True,
+                                "connect_timeout": max(2, math.ceil(pool.timeout))}
+        self._conninfo = pool.conninfo if isinstance(pool.conninfo, str) else pool.conninfo()
+        # Joining wakes the thread through this channel, so a new LISTEN takes effect at once.
+        self._control = f"{recorder.channel_name}_hub_{os.getpid()}_{id(self)}"[:63]
+        self._listeners: list[Listener] = []
+        self._joined: list[Listener] = []  # not yet LISTENed for
+        self._lock = Lock()
+        self._stopping = Event()
+        self.thread = Thread(target=self._run, daemon=True, name="dream-listen")
+        self.thread.start()
+
+    @classmethod
+    def join(cls, recorder: PostgresApplicationRecorder, listener: Listener) -> ListenHub:
+        kwargs = _pool_kwargs(recorder)
+        key = tuple(kwargs.get(name) for name in ("host", "port", "dbname", "user"))
+        with cls._hubs_guard:
+            hub = cls._hubs.get(key)
+            if hub is None:
+                hub = cls._hubs[key] = ListenHub(key, recorder)
+            with hub._lock:
+                hub._listeners.append(listener)
+                hub._joined.append(listener)
+        notify(recorder, hub._control)
+        return hub
+
+    def leave(self, listener: Listener, timeout: float) -> None:
+        with self._hubs_guard:
+            with self._lock:
+                self._listeners = [other for other in self._listeners if other is not listener]
+                self._joined = [other for other in self._joined if other is not listener]
+                last = not self._listeners
+            if last:
+                del self._hubs[self._key]
+                self._stopping.set()
+        if last:
+            self.thread.join(timeout)
 
     def _run(self) -> None:
         backoff = Backoff(FIRST_RETRY_SECONDS)
         while not self._stopping.is_set():
             try:
-                with self._recorder.datastore.get_connection() as connection:
-                    connection.execute(self._listen)
-                    self._on_connect()
+                with psycopg.connect(self._conninfo, **self._connect_kwargs) as connection:
+                    with self._lock:  # a new connection listens afresh for everyone
+                        self._joined = list(self._listeners)
+                    listening = {self._control}
+                    connection.execute(SQL("LISTEN {0}").format(Identifier(self._control)))
                     backoff.reset()
                     while not self._stopping.is_set():
+                        self._listen_for_the_joined(connection, listening)
                         for hint in connection.notifies(timeout=NOTIFY_POLL_SECONDS,
                                                         stop_after=1):
-                            self._on_notify(hint.channel)
+                            self._deliver(hint.channel)
             except Exception:  # whoever relies on the hints reports store trouble itself
-                logger.debug("%s: LISTEN connection lost", self.thread.name, exc_info=True)
+                logger.debug("LISTEN connection lost", exc_info=True)
                 self._stopping.wait(backoff.next())
+
+    def _listen_for_the_joined(self, connection: psycopg.Connection[Any],
+                               listening: set[str]) -> None:
+        with self._lock:
+            joined, self._joined = self._joined, []
+        new = sorted({channel for listener in joined for channel in listener.channels}
+                     - listening)
+        if new:
+            connection.execute(SQL("; ").join(SQL("LISTEN {0}").format(Identifier(channel))
+                                              for channel in new))
+            listening.update(new)
+        for listener in joined:
+            listener.on_connect()
+
+    def _deliver(self, channel: str) -> None:
+        with self._lock:
+            listeners = [listener for listener in self._listeners if channel in listener.channels]
+        for listener in listeners:
+            listener.on_notify(channel)
+
+
+def _pool_kwargs(recorder: PostgresApplicationRecorder) -> dict[str, Any]:
+    """How the library's pool connects (host, port, database, user, password)."""
+    kwargs = recorder.datastore.pool.kwargs
+    return kwargs() if callable(kwargs) else dict(kwargs or {})
 
 
 class Stoppable(Protocol):
