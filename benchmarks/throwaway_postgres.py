@@ -240,7 +240,7 @@ def _pg_ctl_start(bindir: Path, base: Path, port: int, os_user: str | None) -> N
     options = (
         f"-c listen_addresses={HOST} -p {port} -k {shlex.quote(str(base / 'sock'))} "
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-        "-c max_connections=200"
+        "-c max_connections=500"
     )
     cmd = [
         str(bindir / "pg_ctl"),

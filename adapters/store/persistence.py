@@ -308,9 +308,10 @@ def lean_pool(settings: Settings, warm: int) -> dict[str, str]:
 
 
 def projection_env(settings: Settings, name: str) -> dict[str, str]:
-    """Everything a projection runner needs: the write model's store (a lean pool: its
-    LISTEN connection and one more stay open) plus the view's own."""
-    return {**application_env(settings), **lean_pool(settings, 2), **view_env(settings, name)}
+    """Everything a projection runner needs: the write model's store (a lean pool: one
+    connection stays open; its hints come through the process's one LISTEN connection) plus
+    the view's own."""
+    return {**application_env(settings), **lean_pool(settings, 1), **view_env(settings, name)}
 
 
 def open_store(settings: Settings | None = None, *, warm: int | None = None) -> EventStore:
