@@ -123,7 +123,10 @@ class AutoDreaming:
 
     def status(self, caller: Caller, scope_id: str, log: RecordLog) -> AutoStatus:
         """Every gate, evaluated now, with its value and the reason the scope is or is not due."""
-        scope = self.gate.scope_for(caller, scope_id, Action.READ)
+        return self.status_of(self.gate.scope_for(caller, scope_id, Action.READ), log)
+
+    def status_of(self, scope: Scope, log: RecordLog) -> AutoStatus:
+        """:meth:`status` of a scope the caller has already been allowed to read."""
         auto = self.state_of(scope.scope_id)
         evaluation = self._evaluate(scope, auto, log, self.clock(), lazy=False)
         return self._status(auto, evaluation.report)

@@ -71,9 +71,9 @@ def auto_dream_status(scope_id: str, request: Request, response: Response, app: 
     """Automatic dreaming in this scope: each gate with its value, and why the scope is or is
     not due now; the cursor and the window in flight. (Before ``/dream/{run_id}``: a run id
     never reads ``auto``.)"""
-    app.records.get_scope(caller, scope_id)
+    scope = app.records.get_scope(caller, scope_id)  # refused before any wait for the view
     records = read_view(request, response, app, AUTO_RECORDS, after)
-    return AutoDreamStatusView.of(app.auto.status(caller, scope_id, records))
+    return AutoDreamStatusView.of(app.auto.status_of(scope, records))
 
 
 @router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"])
