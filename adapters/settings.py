@@ -58,7 +58,9 @@ class Settings(BaseSettings):
         "view's lock every fifth of this."))
     sqlite_lock_timeout: int = Field(default=10, ge=1,
                                      description="Seconds a writer waits for the SQLite lock.")
-    postgres_pool_size: int = Field(default=5, ge=1, le=100)
+    postgres_pool_size: int = Field(default=5, ge=1, le=100, description=(
+        "Connections the commands' PostgreSQL pool keeps open (up to 10 more while busy); "
+        "each view's pools keep 1 and grow to this size while busy."))
     postgres_lock_timeout: int = Field(default=10, ge=0,
                                        description="Seconds a writer waits for the insert lock.")
     store_timeout_seconds: int = Field(default=2, ge=1, le=60, description=(

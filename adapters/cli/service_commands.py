@@ -21,6 +21,7 @@ from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
 
 MAX_PROCESSES = 64
+STACKS_HELP = "kill -USR1 <pid> prints every thread's stack to stderr and the process goes on."
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -197,7 +198,8 @@ def _add_serve(commands: Commands) -> None:
     serve = commands.add_parser(
         "serve", help="serve the HTTP API",
         description="Serve the HTTP API. Each API process also competes to host the read "
-        "models (DREAM_HOST_VIEWS) and executes up to DREAM_WORKERS Dream runs at once.")
+        "models (DREAM_HOST_VIEWS) and executes up to DREAM_WORKERS Dream runs at once.",
+        epilog=STACKS_HELP)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
     serve.add_argument("--access", choices=["enforced", "disabled"], help="DREAM_ACCESS")
@@ -225,7 +227,8 @@ def add_commands(commands: Commands) -> None:
 
     _add_serve(commands)
 
-    worker = commands.add_parser("worker", help="execute Dream runs (scaled mode)")
+    worker = commands.add_parser("worker", help="execute Dream runs (scaled mode)",
+                                 epilog=STACKS_HELP)
     worker.add_argument("--workers", type=int, help="concurrent generations (DREAM_WORKERS)")
     add_store_options(worker)
     worker.set_defaults(handler=_worker)
@@ -235,7 +238,7 @@ def add_commands(commands: Commands) -> None:
         description="Compete with every other process on the store for the read models: for "
         "each one, the process holding its lock applies the events and the others follow, "
         "taking over within DREAM_VIEW_FAILOVER_SECONDS when the host goes away. Serves no "
-        "HTTP and executes no runs; stops cleanly on SIGTERM/SIGINT.")
+        "HTTP and executes no runs; stops cleanly on SIGTERM/SIGINT.", epilog=STACKS_HELP)
     add_store_options(project)
     project.set_defaults(handler=_project)
 
