@@ -173,21 +173,19 @@ class RunningProjection(Generic[TView]):
                                 round(monotonic() - self._failing_since, 3))
 
     def wake(self) -> None:
-        """Look for new events now: a reader waits (no coalescing delay)."""
-        self._urgent.set()
+        """Look for new events now: a reader waits (no coalescing delay; a follower's runner
+        asks the host)."""
+        self.hurry()
         self._wakeup.set()
-        if self._foreground is not None:
-            self._foreground.nudge()  # it may be giving way to the very request that waits
 
     def hurry(self) -> None:
         """A reader is on its way (a request just arrived): apply what is pending now rather
-        than defer it, so the view catches up while the request authenticates. No I/O here
-        (a follower's runner asks the host); no round is started when nothing is pending."""
-        if self._hosting:
-            self._urgent.set()
-            if self._foreground is not None:
-                self._foreground.nudge()
-        else:
+        than defer it, so the view catches up while the request authenticates. No I/O here:
+        a follower's runner asks the host; a host starts no round when nothing is pending."""
+        self._urgent.set()
+        if self._foreground is not None:
+            self._foreground.nudge()  # it may be giving way to the very request on its way
+        if not self._hosting:
             self._ask_host.set()
             self._wakeup.set()
 
@@ -202,8 +200,6 @@ class RunningProjection(Generic[TView]):
         if position is None or self._position >= position:
             return
         deadline = monotonic() + timeout
-        if not self._hosting:
-            self._signal("wake")
         with self._changed:
             self._waiters += 1
             self.wake()
