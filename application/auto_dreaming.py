@@ -233,8 +233,7 @@ class AutoDreaming:
                parts: Sequence[WindowPart]) -> tuple[str, ...]:
         """Admit every part as a run and record the window, in one commit."""
         key = auto.key_for(plan)
-        with self.runs.turns.of(scope.scope_id):  # the queue's writers of this process queue up
-            queue = self.runs.queue_of(scope.scope_id)
+        with self.runs.queues.turn(scope.scope_id) as queue:  # as requested admissions do
             admitted: list[DreamRun] = []
             read: list[Aggregate] = []
             for index, part in enumerate(parts):

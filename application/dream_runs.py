@@ -14,10 +14,10 @@ from eventsourcing.domain import Aggregate
 
 from application.access import ScopeGate
 from application.evidence_reader import StoreEvidenceReader
+from application.held_queues import HeldQueues
 from application.ports import Clock
 from application.retry import retry_on_write_conflict
 from application.store import Written
-from application.turns import Turns
 from domain import run_lifecycle
 from domain.access import Action
 from domain.budget import effective_budget
@@ -76,8 +76,9 @@ class DreamRuns:
         self.clock = clock
         self.dream_enabled = dream_enabled
         # Admissions to one scope all write its queue: in this process they take turns
-        # rather than race to a write conflict and a retry with backoff.
-        self.turns = Turns()
+        # rather than race to a write conflict and a retry with backoff, and the queue stays
+        # in memory between turns.
+        self.queues = HeldQueues(self.store)
 
     @retry_on_write_conflict
     def request_dream(self, caller: Caller, scope_id: str,
@@ -90,8 +91,7 @@ class DreamRuns:
         # The scope is loaded once per admission.
         self.policy.check(caller, scope, Action.CONTRIBUTE)
         evidence = self.check_evidence(caller, scope, request)  # reads: before the turn
-        with self.turns.of(scope.scope_id):
-            queue = self.queue_of(scope.scope_id)
+        with self.queues.turn(scope.scope_id) as queue:
             run = self.admit_checked(caller, scope, queue, request, evidence)
             position = self.store.commit(run, queue, read=evidence.read, acted_by=caller)
         return Written(Admission(run, replayed=False), position)
@@ -145,8 +145,8 @@ class DreamRuns:
         return run
 
     def queue_of(self, scope_id: str) -> DreamQueue:
-        queue: DreamQueue | None = self.store.find(DreamQueue.create_id(scope_id))
-        return queue if queue is not None else DreamQueue.open(scope_id)
+        """The scope's queue from the store (an admission takes it with the scope's turn)."""
+        return self.queues.load(scope_id)
 
     # -- a run's evidence, for its worker ------------------------------------------------------
 

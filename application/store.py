@@ -8,7 +8,7 @@ use-case services (records, access, runs, review, audit) share this one unit of 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 from uuid import UUID
@@ -31,6 +31,7 @@ from domain.errors import DomainError, WriteConflictError
 from domain.policy import Caller
 
 T = TypeVar("T")
+A = TypeVar("A", bound=Aggregate)
 ACTED_BY = "acted_by"
 
 
@@ -121,6 +122,13 @@ class EventStore(Application[UUID]):
         except AggregateNotFoundError:
             return None
 
+    def refresh(self, aggregate: A) -> A:
+        """``aggregate`` with the events stored after its version applied to it, in place:
+        one indexed read, usually of nothing. Only for an aggregate no other thread uses."""
+        with store_call():
+            refreshed: A = replay(aggregate, self.events.get(aggregate.id, gt=aggregate.version))
+            return refreshed
+
     def _rebuild(self, aggregate_id: UUID, version: int | None,
                  kind: type[Aggregate] | None) -> Any:
         """The aggregate from its events, through its latest snapshot only when its class is
@@ -163,6 +171,11 @@ class EventStore(Application[UUID]):
                 "another writer changed the same aggregate first; nothing was stored"
             ) from None
         return recordings[-1].notification.id if recordings else None
+
+    def writers_turn(self, key: str) -> AbstractContextManager[object]:
+        """Wait for the turn of the store's writers of ``key`` in other processes (where the
+        store offers one: processes on one SQLite file do)."""
+        return cast(ReadSetRecorder, self.recorder).writers_turn(key)
 
     def history(self, aggregate_id: UUID) -> Sequence[AggregateEvent]:
         with store_call():

@@ -1,0 +1,69 @@
+"""Held queues: a scope's turn, and its Dream queue kept in memory between turns.
+
+Every admission to a scope writes the scope's queue, and loading it (its latest snapshot, then
+the events after it) was the largest single read of an admission. Within one process the
+admissions to a scope already take turns (:class:`~application.turns.Turns`), so the queue a
+turn committed can wait in memory for the next holder, uncopied: no other thread of this
+process touches it meanwhile. The next holder brings it up to date with one read of the events
+stored after its version (a worker's claim or finish, another process's admission), and the
+commit's version check still refuses a writer that lands in between. A turn that ends without
+a clean commit drops the queue, so a failed command never leaves its changes behind.
+
+The turn is the store's too where it offers one (processes on one SQLite file wait for each
+other on a lock file), so admissions from several processes queue up instead of racing.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from threading import Lock
+
+from application.store import EventStore
+from application.turns import Turns
+from domain.dream_queue import DreamQueue
+
+HELD_QUEUES = 4_096  # scopes whose queue a process keeps (a queue is a count and a few leases)
+
+
+class HeldQueues:
+    """The turn of a scope's queue writers in this process, with the queue as last committed."""
+
+    def __init__(self, store: EventStore, capacity: int = HELD_QUEUES) -> None:
+        self.store = store
+        self.turns = Turns()
+        self._capacity = capacity
+        self._guard = Lock()
+        self._held: OrderedDict[str, DreamQueue] = OrderedDict()
+
+    @contextmanager
+    def turn(self, scope_id: str) -> Iterator[DreamQueue]:
+        """Wait for the scope's turn; the block gets the current queue and commits it."""
+        with self.turns.of(scope_id), self.store.writers_turn(scope_id):
+            queue = self._take(scope_id)
+            yield queue  # an exception in the block drops the queue: it is never put back
+            if not queue.pending_events:  # committed (a save collects them), or unchanged
+                self._keep(scope_id, queue)
+
+    def load(self, scope_id: str) -> DreamQueue:
+        """The queue from the store (an empty one for a scope that never had a run)."""
+        queue: DreamQueue | None = self.store.find(DreamQueue.create_id(scope_id), DreamQueue)
+        return queue if queue is not None else DreamQueue.open(scope_id)
+
+    def _take(self, scope_id: str) -> DreamQueue:
+        with self._guard:
+            held = self._held.pop(scope_id, None)
+        if held is None:
+            return self.load(scope_id)
+        refreshed: DreamQueue = self.store.refresh(held)
+        return refreshed
+
+    def _keep(self, scope_id: str, queue: DreamQueue) -> None:
+        with self._guard:
+            self._held[scope_id] = queue
+            if len(self._held) > self._capacity:
+                self._held.popitem(last=False)  # the scope whose queue waited longest
+
+    def __len__(self) -> int:
+        return len(self._held)
