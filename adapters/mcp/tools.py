@@ -97,7 +97,7 @@ def _request_dream(call: Call, args: a.RequestDreamArguments) -> DreamRunView:
 
 
 def _get_dream(call: Call, args: a.DreamRunArguments) -> DreamRunView:
-    return runs.get_dream(call.scope_id, args.run_id, call.app, call.caller)
+    return runs.run_view(call.app, call.caller, call.scope_id, args.run_id)
 
 
 def _inbox(call: Call, args: a.InboxArguments) -> CandidatePage:

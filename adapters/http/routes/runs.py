@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 
-from adapters.http.dependencies import After, App, As, read_view, reading, shown
+from adapters.http.dependencies import After, App, As, answered, read_view, reading, shown
 from adapters.http.schemas import (
     AutoDreamStatusView,
     CreateDreamRun,
@@ -25,18 +25,17 @@ from projections.runs import RUNS
 router = APIRouter()
 
 
-@router.post("/scopes/{scope_id}/dream", status_code=202, tags=["dream"], responses={
+@router.post("/scopes/{scope_id}/dream", status_code=202, tags=["dream"],
+             response_model=DreamRunView, responses={
     200: {"model": DreamRunView, "description": "Replay of a run that already finished"},
     429: {"model": ErrorResponse, "description": "Too many unfinished runs in the scope"},
     503: {"model": ErrorResponse, "description": "Dream runs are unavailable"}})
 def request_dream(scope_id: str, body: CreateDreamRun, request: Request, app: App,
-                  caller: As, response: Response) -> DreamRunView:
+                  caller: As) -> Response:
     """Admit a run (202 with Location), or replay the run this idempotency key names."""
     view = admit_dream(app, getattr(request.app.state, "workers", None), caller, scope_id, body)
-    if view.terminal:
-        response.status_code = 200
-    response.headers["Location"] = f"/v1/scopes/{quote(view.scope_id)}/dream/{view.run_id}"
-    return view
+    location = f"/v1/scopes/{quote(view.scope_id)}/dream/{view.run_id}"
+    return answered(view, 200 if view.terminal else 202, {"Location": location})
 
 
 def admit_dream(app: Dreaming, workers: WorkerPool | None, caller: Caller, scope_id: str,
@@ -76,7 +75,11 @@ def auto_dream_status(scope_id: str, request: Request, response: Response, app: 
     return AutoDreamStatusView.of(app.auto.status_of(scope, records))
 
 
-@router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"])
-def get_dream(scope_id: str, run_id: str, app: App, caller: As) -> DreamRunView:
+@router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"], response_model=DreamRunView)
+def get_dream(scope_id: str, run_id: str, app: App, caller: As) -> Response:
+    return answered(run_view(app, caller, scope_id, run_id))
+
+
+def run_view(app: Dreaming, caller: Caller, scope_id: str, run_id: str) -> DreamRunView:
     run = app.runs.get_dream(caller, scope_id, run_id)
     return DreamRunView.of(run, app.store.position_of(run))
