@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 from uuid import UUID
@@ -38,3 +39,7 @@ class ReadSetRecorder(Protocol):
 
     def position_of(self, originator_id: UUID, version: int) -> int | None:
         """The notification id of that event (None: not recorded)."""
+
+    def writers_turn(self, key: str) -> AbstractContextManager[object]:
+        """Wait for the turn of this store's writers of ``key``, in every process the store
+        can reach cheaply (or none): an efficiency, never what keeps a write exact."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from inspect import unwrap
 from pathlib import Path
 from threading import Event, Thread
@@ -35,6 +35,7 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from adapters.settings import Settings
+from adapters.store.file_turns import FileTurns
 from adapters.store.pool_tuning import tune_pool
 from application.bootstrap import Dreaming
 from application.ports import ReadSetChangedError
@@ -89,6 +90,16 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     supports_read_set = True
     store_kind = "sqlite"
     poll_interval: ClassVar[float] = 0.05  # seconds between a subscription's polls
+    _turns: FileTurns | None = None
+
+    def writers_turn(self, key: str) -> AbstractContextManager[object]:
+        """The processes writing this file take turns per key, on lock files beside it."""
+        db_name = self.datastore.pool.db_name
+        if self.datastore.pool.is_sqlite_memory_mode or db_name.startswith("file:"):
+            return nullcontext()  # one process only, or a URI this service never configures
+        if self._turns is None:
+            self._turns = FileTurns(Path(db_name).with_name(Path(db_name).name + ".turns"))
+        return self._turns.of(key)
 
     def subscribe(self, gt: int | None = None,
                   topics: Sequence[str] = ()) -> Subscription[ApplicationRecorder]:
@@ -141,6 +152,11 @@ class OnceSnapshotRecorder(SerialisedSchema, PostgresAggregateRecorder):
 class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRecorder):
     supports_read_set = True
     store_kind = "postgres"
+
+    def writers_turn(self, key: str) -> AbstractContextManager[object]:
+        """Processes on PostgreSQL meet at the version check only: a turn across hosts would
+        hold a connection and cost two round trips per command (ADR-0019)."""
+        return nullcontext()
 
     # Tried once (see ``_once``).
     insert_events = _once(PostgresApplicationRecorder.insert_events)

@@ -1,0 +1,104 @@
+"""Processes writing one SQLite file take turns per scope on lock files: admissions to one scope
+from two application instances (each with its own in-process turns, as two processes have)
+queue up instead of racing; a turn held too long is given up on, and the write stays exact."""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.store.file_turns import TURN_FILES, FileTurns
+from application.bootstrap import Dreaming
+from domain.dream_queue import DreamQueue
+from domain.errors import WriteConflictError
+from domain.policy import LOCAL
+from tests.test_hot_scope import request
+from tests.test_workers import seed_scope
+
+PER_THREAD = 15
+
+
+def count_lost_races(app: Dreaming, monkeypatch: pytest.MonkeyPatch, lost: list[Any]) -> None:
+    commit = app.store.commit
+
+    def counted(*changed: Any, **kwargs: Any) -> Any:
+        try:
+            return commit(*changed, **kwargs)
+        except WriteConflictError as error:
+            lost.append(error)
+            raise
+
+    monkeypatch.setattr(app.store, "commit", counted)
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_two_writers_of_one_file_take_turns_instead_of_racing(
+        open_app: Callable[[], Dreaming], monkeypatch: pytest.MonkeyPatch) -> None:
+    apps = [open_app(), open_app()]
+    seed_scope(apps[0], "s")
+    lost: list[Any] = []
+    for app in apps:
+        count_lost_races(app, monkeypatch, lost)
+    barrier = threading.Barrier(4)
+
+    def admit(app: Dreaming, name: str) -> None:
+        barrier.wait()
+        for n in range(PER_THREAD):
+            app.runs.request_dream(LOCAL, "s", request(f"{name}-{n}"))
+
+    threads = [threading.Thread(target=admit, args=(app, f"{k}-{t}"))
+               for k, app in enumerate(apps) for t in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert lost == []
+    queue: DreamQueue = apps[1].store.find(DreamQueue.create_id("s"))
+    assert queue.unfinished == 4 * PER_THREAD
+
+
+def test_a_turn_excludes_another_holder_of_the_same_key(tmp_path: Path) -> None:
+    first, second = FileTurns(tmp_path), FileTurns(tmp_path)  # as two processes would
+    order: list[str] = []
+    with first.of("scope-a") as had:
+        assert had
+        waiter = threading.Thread(target=lambda: _hold(second, "scope-a", order))
+        waiter.start()
+        time.sleep(0.05)
+        order.append("first leaves")
+    waiter.join()
+    assert order == ["first leaves", "second holds"]
+
+
+def test_a_turn_held_too_long_is_given_up_on(tmp_path: Path) -> None:
+    holder, impatient = FileTurns(tmp_path), FileTurns(tmp_path, wait_seconds=0.05)
+    with holder.of("scope-a"):
+        started = time.monotonic()
+        with impatient.of("scope-a") as had:
+            waited = time.monotonic() - started
+    assert had is False
+    assert 0.05 <= waited < 1.0
+
+
+def test_keys_in_different_files_do_not_wait_for_each_other(tmp_path: Path) -> None:
+    turns = FileTurns(tmp_path, wait_seconds=0.0)
+    with turns.of("scope-a") as first, turns.of("scope-b") as second:
+        assert first and second
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        {f"{_bucket(k):03d}.lock" for k in ("scope-a", "scope-b")})
+
+
+def _hold(turns: FileTurns, key: str, order: list[str]) -> None:
+    with turns.of(key) as had:
+        assert had
+        order.append("second holds")
+
+
+def _bucket(key: str) -> int:
+    return zlib.crc32(key.encode()) % TURN_FILES
