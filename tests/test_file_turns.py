@@ -16,25 +16,11 @@ import pytest
 from adapters.store.file_turns import TURN_FILES, FileTurns
 from application.bootstrap import Dreaming
 from domain.dream_queue import DreamQueue
-from domain.errors import WriteConflictError
 from domain.policy import LOCAL
-from tests.test_hot_scope import request
+from tests.test_hot_scope import count_lost_races, request
 from tests.test_workers import seed_scope
 
 PER_THREAD = 15
-
-
-def count_lost_races(app: Dreaming, monkeypatch: pytest.MonkeyPatch, lost: list[Any]) -> None:
-    commit = app.store.commit
-
-    def counted(*changed: Any, **kwargs: Any) -> Any:
-        try:
-            return commit(*changed, **kwargs)
-        except WriteConflictError as error:
-            lost.append(error)
-            raise
-
-    monkeypatch.setattr(app.store, "commit", counted)
 
 
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
@@ -89,7 +75,8 @@ def test_a_turn_held_too_long_is_given_up_on(tmp_path: Path) -> None:
 def test_keys_in_different_files_do_not_wait_for_each_other(tmp_path: Path) -> None:
     turns = FileTurns(tmp_path, wait_seconds=0.0)
     with turns.of("scope-a") as first, turns.of("scope-b") as second:
-        assert first and second
+        assert first
+        assert second
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         {f"{_bucket(k):03d}.lock" for k in ("scope-a", "scope-b")})
 

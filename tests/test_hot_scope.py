@@ -29,6 +29,12 @@ def request(key: str) -> DreamRequest:
 def lost_races(app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every commit that lost a write race."""
     lost: list[Any] = []
+    count_lost_races(app, monkeypatch, lost)
+    return lost
+
+
+def count_lost_races(app: Dreaming, monkeypatch: pytest.MonkeyPatch, lost: list[Any]) -> None:
+    """Append every commit of ``app`` that loses a write race to ``lost``."""
     commit = app.store.commit
 
     def counted(*changed: Any, **kwargs: Any) -> Any:
@@ -39,7 +45,6 @@ def lost_races(app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
             raise
 
     monkeypatch.setattr(app.store, "commit", counted)
-    return lost
 
 
 def admit_from_threads(app: Dreaming, keys: list[list[str]]) -> list[Exception]:
