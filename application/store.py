@@ -66,7 +66,7 @@ class Written(Generic[T]):
     position: int | None
 
 
-MAX_REMEMBERED_IDS = 200_000  # of aggregates known not to be snapshotted (about 20 MB at most)
+MAX_REMEMBERED_IDS = 200_000  # of aggregates known to have no snapshot (about 20 MB at most)
 
 
 def replay(aggregate: Any, events: Iterable[Any]) -> Any:
@@ -91,9 +91,10 @@ class EventStore(Application[UUID]):
             msg = (f"{type(self.recorder).__name__} cannot check read sets; configure the "
                    "store through adapters.store.persistence")
             raise TypeError(msg)
-        # Ids of aggregates whose class is never snapshotted, learned as they are loaded:
-        # their loads skip the snapshot store's query, a round trip each (see ``_rebuild``).
-        self._never_snapshotted: set[UUID] = set()
+        # Ids of aggregates that have no snapshot, learned as they are loaded: their class is
+        # never snapshotted, or they were last seen short of their first snapshot. Their loads
+        # skip the snapshot store's query, a round trip each (see ``_rebuild``).
+        self._unsnapshotted: set[UUID] = set()
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
@@ -131,21 +132,32 @@ class EventStore(Application[UUID]):
 
     def _rebuild(self, aggregate_id: UUID, version: int | None,
                  kind: type[Aggregate] | None) -> Any:
-        """The aggregate from its events, through its latest snapshot only when its class is
-        snapshotted (known from ``kind`` or from an earlier load of the id): otherwise the
-        library would ask the snapshot store for every aggregate."""
+        """The aggregate from its events, through its latest snapshot only when it may have
+        one: its class is snapshotted (known from ``kind`` or an earlier load of the id) and it
+        was not last seen short of its first snapshot. Otherwise the library would ask the
+        snapshot store for every aggregate. Reading every event of an aggregate that has grown
+        a snapshot meanwhile is still right, only slower once: it is then loaded through it."""
         snapshotted = kind is None or kind in self.snapshotting_intervals
-        if snapshotted and aggregate_id not in self._never_snapshotted:
+        if snapshotted and aggregate_id not in self._unsnapshotted:
             aggregate = self.repository.get(aggregate_id, version=version, projector_func=replay)
-            if type(aggregate) not in self.snapshotting_intervals:
-                if len(self._never_snapshotted) >= MAX_REMEMBERED_IDS:
-                    self._never_snapshotted.clear()  # bounded: start learning afresh
-                self._never_snapshotted.add(aggregate_id)
+            if version is None and not self._may_have_snapshot(aggregate):
+                self._remember_unsnapshotted(aggregate_id)
             return aggregate
         aggregate = replay(None, self.events.get(aggregate_id, lte=version))
         if aggregate is None:
             raise AggregateNotFoundError(aggregate_id)
+        if self._may_have_snapshot(aggregate):
+            self._unsnapshotted.discard(aggregate_id)
         return aggregate
+
+    def _may_have_snapshot(self, aggregate: Aggregate) -> bool:
+        interval = self.snapshotting_intervals.get(type(aggregate))
+        return interval is not None and aggregate.version >= interval
+
+    def _remember_unsnapshotted(self, aggregate_id: UUID) -> None:
+        if len(self._unsnapshotted) >= MAX_REMEMBERED_IDS:
+            self._unsnapshotted.clear()  # bounded: start learning afresh
+        self._unsnapshotted.add(aggregate_id)
 
     def commit(self, *changed: Aggregate, read: Iterable[Aggregate] = (),
                acted_by: Caller | None = None) -> int | None:
