@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from adapters.generators.factory import GeneratorRegistry, generator_from, registry_from
@@ -80,3 +84,15 @@ def test_registry_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     registry = registry_from(Settings())
     assert registry.current.config_id == OFFLINE_CONFIG_ID
     assert OFFLINE_CONFIG_ID in registry
+
+
+def test_a_process_with_the_offline_generator_never_imports_the_openai_package() -> None:
+    """The package takes about half a second to import: every worker and CLI start paid it."""
+    probe = ("import sys; import adapters.cli.main, adapters.workers.pool; "
+             "from adapters.generators.factory import generator_from; "
+             "from adapters.settings import Settings; "
+             "generator_from(Settings(generator='offline')); "
+             "print('openai' in sys.modules)")
+    answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True, env={**os.environ, "DREAM_GENERATOR": "offline"})
+    assert answer.stdout.strip() == "False"

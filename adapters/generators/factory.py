@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from threading import Lock
 
 from adapters.generators.offline import OfflineGenerator
-from adapters.generators.openai_compatible import OpenAICompatibleGenerator
 from adapters.settings import Settings
 from application.generation import Generator
 from domain.errors import CapabilityUnavailableError, InvalidSettingsError
@@ -24,6 +23,10 @@ def generator_from(settings: Settings) -> Generator:
     if not settings.openai_model or not settings.openai_model.strip():
         raise InvalidSettingsError("DREAM_OPENAI_MODEL is required when DREAM_GENERATOR=openai",
                                    field="openai_model")
+    # Imported only here: the ``openai`` package takes about half a second to import, which
+    # every process start (a worker's, the CLI's) paid even with the offline generator.
+    from adapters.generators.openai_compatible import OpenAICompatibleGenerator  # noqa: PLC0415
+
     key = settings.openai_api_key
     return OpenAICompatibleGenerator(
         base_url=settings.openai_base_url,
