@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, StoredEvent
 
 Clock = Callable[[], datetime]
 
@@ -39,6 +39,11 @@ class ReadSetRecorder(Protocol):
 
     def position_of(self, originator_id: UUID, version: int) -> int | None:
         """The notification id of that event (None: not recorded)."""
+
+    def select_events_and_position(self, originator_id: UUID, lte: int | None = None
+                                   ) -> tuple[Sequence[StoredEvent], int | None]:
+        """An aggregate's events (up to version ``lte``) and the position of the last one
+        returned, in one query."""
 
     def writers_turn(self, key: str) -> AbstractContextManager[object]:
         """Wait for the turn of this store's writers of ``key``, in every process the store

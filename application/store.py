@@ -7,6 +7,7 @@ use-case services (records, access, runs, review, audit) share this one unit of 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -78,6 +79,30 @@ def replay(aggregate: Any, events: Iterable[Any]) -> Any:
     return aggregate
 
 
+class LoadedPositions:
+    """Where the last event of each recently loaded aggregate is, so that showing an
+    aggregate's position right after loading it costs no second query. An entry answers only
+    for the very object it was learned from, at the version it was loaded at."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._capacity = capacity
+        self._known: dict[int, tuple[weakref.ref[Aggregate], int, int]] = {}
+
+    def remember(self, aggregate: Aggregate, position: int | None) -> None:
+        if position is None:
+            return
+        if len(self._known) >= self._capacity:
+            self._known.clear()  # bounded: entries of dead objects go too
+        self._known[id(aggregate)] = (weakref.ref(aggregate), aggregate.version, position)
+
+    def of(self, aggregate: Aggregate) -> int | None:
+        known = self._known.get(id(aggregate))
+        if known is None:
+            return None
+        learned_from, version, position = known
+        return position if learned_from() is aggregate and version == aggregate.version else None
+
+
 class EventStore(Application[UUID]):
     """Load, save with a read set, history, positions: nothing else."""
 
@@ -95,6 +120,7 @@ class EventStore(Application[UUID]):
         # never snapshotted, or they were last seen short of their first snapshot. Their loads
         # skip the snapshot store's query, a round trip each (see ``_rebuild``).
         self._unsnapshotted: set[UUID] = set()
+        self._positions = LoadedPositions()
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
@@ -140,14 +166,17 @@ class EventStore(Application[UUID]):
         snapshotted = kind is None or kind in self.snapshotting_intervals
         if snapshotted and aggregate_id not in self._unsnapshotted:
             aggregate = self.repository.get(aggregate_id, version=version, projector_func=replay)
-            if version is None and not self._may_have_snapshot(aggregate):
-                self._remember_unsnapshotted(aggregate_id)
-            return aggregate
-        aggregate = replay(None, self.events.get(aggregate_id, lte=version))
-        if aggregate is None:
-            raise AggregateNotFoundError(aggregate_id)
+        else:
+            recorder = cast(ReadSetRecorder, self.recorder)
+            stored, position = recorder.select_events_and_position(aggregate_id, lte=version)
+            aggregate = replay(None, map(self.mapper.to_domain_event, stored))
+            if aggregate is None:
+                raise AggregateNotFoundError(aggregate_id)
+            self._positions.remember(aggregate, position)
         if self._may_have_snapshot(aggregate):
             self._unsnapshotted.discard(aggregate_id)
+        elif version is None:
+            self._remember_unsnapshotted(aggregate_id)
         return aggregate
 
     def _may_have_snapshot(self, aggregate: Aggregate) -> bool:
@@ -205,6 +234,9 @@ class EventStore(Application[UUID]):
     def position_of(self, aggregate: Aggregate) -> int | None:
         """The event position of ``aggregate``'s last event, as loaded (a reader waits for it
         in a read model to see this state or later)."""
+        known = self._positions.of(aggregate)
+        if known is not None:
+            return known
         recorder = cast(ReadSetRecorder, self.recorder)
         with store_call():
             return recorder.position_of(aggregate.id, aggregate.version)

@@ -92,3 +92,22 @@ def test_a_caller_that_names_the_class_saves_even_the_first_snapshot_lookup(
     assert app.store.find(queue.id, DreamQueue) == queue
     assert snapshot_queries == [queue.id]  # a snapshotted class still goes through its snapshot
     assert scope == app.store.repository.get(scope_id)  # the library's own load agrees
+
+
+def test_the_position_of_an_aggregate_just_loaded_from_its_events_costs_no_query(
+        app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+    app.records.create_scope(LOCAL, "s")
+    app.records.change_scope_settings(LOCAL, "s", {"max_items": 8})
+    recorder = app.store.recorder
+    asked: list[Any] = []
+    ask = recorder.position_of
+    monkeypatch.setattr(recorder, "position_of", lambda *a: asked.append(a) or ask(*a))
+    scope = app.records.get_scope(LOCAL, "s")
+    first = app.store.load(Scope.create_id("s"), lambda: ScopeNotFoundError("no"), version=1)
+    assert app.store.position_of(scope) == ask(scope.id, scope.version)
+    assert app.store.position_of(first) == ask(first.id, 1) < app.store.position_of(scope)
+    assert asked == []  # both answered from their loads
+    scope.change_settings({"max_items": 9})  # changed since it was loaded: asked again
+    app.store.commit(scope)
+    assert app.store.position_of(scope) == app.store.max_position()
+    assert len(asked) == 1

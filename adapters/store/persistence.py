@@ -113,6 +113,19 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             row = c.fetchone()
         return None if row is None else int(row[0])
 
+    def select_events_and_position(self, originator_id: UUID, lte: int | None = None
+                                   ) -> tuple[list[StoredEvent], int | None]:
+        statement = (f"SELECT rowid, originator_version, topic, state "
+                     f"FROM {self.events_table_name} WHERE originator_id = ?")
+        params: list[Any] = [originator_id.hex]
+        if lte is not None:
+            statement += " AND originator_version <= ?"
+            params.append(lte)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(statement + " ORDER BY originator_version", params)
+            rows = c.fetchall()
+        return _with_position(originator_id, [(r[1], r[2], r[3], r[0]) for r in rows])
+
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent],
                        *, read_set: ReadSet | None = None, **kwargs: Any) -> Sequence[int] | None:
         # Insert first: that takes SQLite's write lock, so the versions read below are final.
@@ -129,6 +142,15 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             if moved:
                 raise ReadSetChangedError(moved)
         return notification_ids
+
+
+def _with_position(originator_id: UUID, rows: Sequence[tuple[int, str, bytes, int]]
+                   ) -> tuple[list[StoredEvent], int | None]:
+    """Rows of (version, topic, state, notification id) as stored events, and the last one's
+    position (``None``: no events)."""
+    events = [StoredEvent(originator_id=originator_id, originator_version=version, topic=topic,
+                          state=state) for version, topic, state, _ in rows]
+    return events, (int(rows[-1][3]) if rows else None)
 
 
 def _once(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -173,6 +195,22 @@ class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRe
             curs.execute(statement, (originator_id, version))
             row = curs.fetchone()
         return None if row is None else int(row["notification_id"])
+
+    def select_events_and_position(self, originator_id: UUID, lte: int | None = None
+                                   ) -> tuple[list[StoredEvent], int | None]:
+        statement = SQL("SELECT originator_version, topic, state, notification_id FROM {0}.{1} "
+                        "WHERE originator_id = %s").format(
+            Identifier(self.datastore.schema), Identifier(self.events_table_name))
+        params: list[Any] = [originator_id]
+        if lte is not None:
+            statement += SQL(" AND originator_version <= %s")
+            params.append(lte)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement + SQL(" ORDER BY originator_version"), params, prepare=True)
+            rows = curs.fetchall()
+        return _with_position(originator_id, [
+            (r["originator_version"], r["topic"], bytes(r["state"]), r["notification_id"])
+            for r in rows])
 
     def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent],
                        *, read_set: ReadSet | None = None, **kwargs: Any) -> None:
