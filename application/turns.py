@@ -4,8 +4,9 @@ Optimistic concurrency keeps writes exact across processes, but within one proce
 threads only lose: every admission to a scope writes the scope's Dream queue, so with eight
 clients on one scope most of them loaded the queue, lost the write and retried with backoff
 (409 ``write_conflict`` once the retries ran out). A turn per key makes them queue up in the
-process instead, for the few milliseconds of a load and a commit; other processes still meet
-them at the store's version check, and retry as before.
+process instead, for the few milliseconds of a load and a commit. Other processes meet them
+at the store's version check, unless the store offers a turn of its own (processes on one
+SQLite file do: ``application.held_queues``).
 """
 
 from __future__ import annotations
