@@ -116,6 +116,7 @@ class EventStore(Application[UUID]):
             msg = (f"{type(self.recorder).__name__} cannot check read sets; configure the "
                    "store through adapters.store.persistence")
             raise TypeError(msg)
+        self.read_set_recorder: ReadSetRecorder = self.recorder
         # Ids of aggregates that have no snapshot, learned as they are loaded: their class is
         # never snapshotted, or they were last seen short of their first snapshot. Their loads
         # skip the snapshot store's query, a round trip each (see ``_rebuild``).
@@ -167,8 +168,8 @@ class EventStore(Application[UUID]):
         if snapshotted and aggregate_id not in self._unsnapshotted:
             aggregate = self.repository.get(aggregate_id, version=version, projector_func=replay)
         else:
-            recorder = cast(ReadSetRecorder, self.recorder)
-            stored, position = recorder.select_events_and_position(aggregate_id, lte=version)
+            stored, position = self.read_set_recorder.select_events_and_position(
+                aggregate_id, lte=version)
             aggregate = replay(None, map(self.mapper.to_domain_event, stored))
             if aggregate is None:
                 raise AggregateNotFoundError(aggregate_id)
@@ -216,7 +217,7 @@ class EventStore(Application[UUID]):
     def writers_turn(self, key: str) -> AbstractContextManager[object]:
         """Wait for the turn of the store's writers of ``key`` in other processes (where the
         store offers one: processes on one SQLite file do)."""
-        return cast(ReadSetRecorder, self.recorder).writers_turn(key)
+        return self.read_set_recorder.writers_turn(key)
 
     def history(self, aggregate_id: UUID) -> Sequence[AggregateEvent]:
         with store_call():
@@ -237,9 +238,8 @@ class EventStore(Application[UUID]):
         known = self._positions.of(aggregate)
         if known is not None:
             return known
-        recorder = cast(ReadSetRecorder, self.recorder)
         with store_call():
-            return recorder.position_of(aggregate.id, aggregate.version)
+            return self.read_set_recorder.position_of(aggregate.id, aggregate.version)
 
 
 def _stamp(changed: Iterable[Aggregate], acted_by: str | None) -> None:
