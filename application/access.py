@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 from eventsourcing.utils import get_topic
@@ -67,6 +70,19 @@ class ScopeGate:
         scope = self.load(scope_id)
         self.policy.check(caller, scope, action, resource)
         return scope
+
+    def scope_with(self, caller: Caller, scope_id: str, action: str,
+                   also: Mapping[UUID, type[Aggregate]]) -> tuple[Scope, dict[UUID, Any]]:
+        """The scope, as :meth:`scope_for` answers it, and other aggregates of the scope
+        (``None``: no events), read in the same round trip; the caller uses those only once
+        the scope let it act."""
+        scope_key = scope_aggregate_id(check_scope_id(scope_id))
+        found = self.store.find_many({**also, scope_key: Scope})
+        scope: Scope | None = found.pop(scope_key)
+        if scope is None:
+            raise scope_not_found(scope_id)
+        self.policy.check(caller, scope, action)
+        return scope, found
 
     def check_principal_known(self, name: str) -> None:
         """Roles and grants name registered principals only (a typo would grant nothing)."""

@@ -8,12 +8,14 @@ read in the read set, so admission never accepts a run whose evidence moved mean
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from application.access import ScopeGate
-from application.evidence_reader import StoreEvidenceReader
+from application.evidence_reader import StoreEvidenceReader, addresses
 from application.held_queues import HeldQueues
 from application.ports import Clock
 from application.retry import retry_on_write_conflict
@@ -33,10 +35,11 @@ from domain.errors import (
     ScopeNotFoundError,
 )
 from domain.evidence.resolution import Resolution, resolve
-from domain.ids import dream_run_aggregate_id, dream_run_id
+from domain.ids import EvidenceRef, dream_run_aggregate_id, dream_run_id
 from domain.policy import LOCAL, Caller
 from domain.principal import SERVICE_PREFIX, Principal
 from domain.scope import Scope
+from domain.text import check_scope_id
 
 PROMPT_VERSION = "artifact-dreaming.dream.v1"
 DEFAULT_MAX_PENDING = 32
@@ -83,14 +86,17 @@ class DreamRuns:
     @retry_on_write_conflict
     def request_dream(self, caller: Caller, scope_id: str,
                       request: DreamRequest) -> Written[Admission]:
-        scope = self.gate.scope_for(caller, scope_id, Action.READ)
-        existing = self.existing_run(scope.scope_id,
-                                     self.run_id_for(caller, scope.scope_id, request))
+        # One round trip reads the scope, the run this key names, and the direct evidence.
+        run_key = dream_run_aggregate_id(
+            check_scope_id(scope_id), self.run_id_for(caller, scope_id, request))
+        direct = addresses(scope_id, direct_references(request))
+        scope, found = self.gate.scope_with(caller, scope_id, Action.READ,
+                                            {**direct, run_key: DreamRun})
+        existing: DreamRun | None = found.pop(run_key)
         if existing is not None:
             return Written(Admission(self.replay(existing, request), replayed=True), None)
-        # The scope is loaded once per admission.
         self.policy.check(caller, scope, Action.CONTRIBUTE)
-        evidence = self.check_evidence(caller, scope, request)  # reads: before the turn
+        evidence = self.check_evidence(caller, scope, request, found)  # before the turn
         with self.queues.turn(scope.scope_id) as queue:
             run = self.admit_checked(caller, scope, queue, request, evidence)
             position = self.store.commit(run, queue, read=evidence.read, acted_by=caller)
@@ -107,12 +113,14 @@ class DreamRuns:
         evidence = self.check_evidence(caller, scope, request)
         return self.admit_checked(caller, scope, queue, request, evidence, trigger), evidence.read
 
-    def check_evidence(self, caller: Caller, scope: Scope,
-                       request: DreamRequest) -> CheckedEvidence:
-        """Resolve a new run's evidence as its requester, within the scope's budget."""
+    def check_evidence(self, caller: Caller, scope: Scope, request: DreamRequest,
+                       read: Mapping[UUID, Aggregate | None] | None = None) -> CheckedEvidence:
+        """Resolve a new run's evidence as its requester, within the scope's budget (``read``:
+        aggregates already read for it)."""
         if not self.dream_enabled:
             raise CapabilityUnavailableError("Dream runs are disabled in this deployment")
-        reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
+        reader = StoreEvidenceReader(self.store, self.policy, scope, caller, read)
+        reader.read_ahead(direct_references(request))
         reader.check_target_head(request.target)
         budget = effective_budget(scope.settings)
         resolve(reader, sources=request.sources, artifacts=request.artifacts,
@@ -134,8 +142,9 @@ class DreamRuns:
             trigger=trigger)
 
     def get_dream(self, caller: Caller, scope_id: str, run_id: str) -> DreamRun:
-        self.gate.scope_for(caller, scope_id, Action.READ)
-        run = self.existing_run(scope_id, run_id)
+        run_key = dream_run_aggregate_id(scope_id, run_id)
+        _, found = self.gate.scope_with(caller, scope_id, Action.READ, {run_key: DreamRun})
+        run: DreamRun | None = found[run_key]
         if run is None:
             raise DreamNotFoundError(f"no run {run_id!r} in scope {scope_id!r}", run_id=run_id)
         return run
@@ -202,3 +211,8 @@ class DreamRuns:
                 "this idempotency key was used for a different request", run_id=run.run_id,
                 request_digest=run.request_digest)
         return run
+
+
+def direct_references(request: DreamRequest) -> list[EvidenceRef | None]:
+    """What an admission reads first: its target, then every reference it names."""
+    return [request.target, *request.artifacts, *request.memory_citations, *request.sources]

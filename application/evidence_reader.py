@@ -2,48 +2,70 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 from uuid import UUID
+
+from eventsourcing.domain import Aggregate
 
 from domain.access import Action, Resource
 from domain.artifact import Artifact
 from domain.errors import AccessRevokedError, ArtifactConflictError
-from domain.ids import artifact_aggregate_id, source_aggregate_id
-from domain.refs import ArtifactRef, SourceRef
+from domain.ids import EvidenceRef, artifact_aggregate_id, source_aggregate_id
+from domain.refs import MEMORY, ArtifactRef, MemoryCitation, SourceRef
 from domain.source import Source
 
 if TYPE_CHECKING:
-    from eventsourcing.domain import Aggregate
-
     from application.store import EventStore
     from domain.policy import AccessPolicy, Caller
     from domain.scope import Scope
 
 
+def address(scope_id: str, ref: EvidenceRef) -> tuple[UUID, type[Aggregate]]:
+    """The aggregate a reference reads, and its class."""
+    if isinstance(ref, SourceRef):
+        return source_aggregate_id(scope_id, ref.source_type, ref.source_id), Source
+    if isinstance(ref, MemoryCitation):
+        return artifact_aggregate_id(scope_id, MEMORY, ref.memory_ref.artifact_id), Artifact
+    return artifact_aggregate_id(scope_id, ref.family, ref.artifact_id), Artifact
+
+
+def addresses(scope_id: str, refs: Iterable[EvidenceRef | None]) -> dict[UUID, type[Aggregate]]:
+    return dict(address(scope_id, ref) for ref in refs if ref is not None)
+
+
 class StoreEvidenceReader:
     """Loads each aggregate once per resolution and remembers what it read (the read set)."""
 
-    def __init__(self, store: EventStore, policy: AccessPolicy, scope: Scope,
-                 caller: Caller) -> None:
+    def __init__(self, store: EventStore, policy: AccessPolicy, scope: Scope, caller: Caller,
+                 read: Mapping[UUID, Aggregate | None] | None = None) -> None:
         self.store = store
         self.policy = policy
         self.scope = scope
         self.caller = caller
-        self._loaded: dict[UUID, Aggregate | None] = {}
+        self._loaded: dict[UUID, Aggregate | None] = dict(read or {})  # read along the scope
 
     @property
     def read_set(self) -> list[Aggregate]:
         return [aggregate for aggregate in self._loaded.values() if aggregate is not None]
 
     def source(self, ref: SourceRef) -> Source | None:
-        aggregate_id = source_aggregate_id(self.scope.scope_id, ref.source_type, ref.source_id)
-        found = self._load(aggregate_id, Source)
+        found = self._load(*address(self.scope.scope_id, ref))
         return found if isinstance(found, Source) and not found.withdrawn else None
 
     def artifact(self, family: str, artifact_id: str) -> Artifact | None:
         found = self._load(artifact_aggregate_id(self.scope.scope_id, family, artifact_id),
                            Artifact)
         return found if isinstance(found, Artifact) else None
+
+    def read_ahead(self, refs: Iterable[EvidenceRef | None]) -> None:
+        """Read the aggregates of ``refs`` not read yet, together (one round trip where the
+        store can)."""
+        wanted = addresses(self.scope.scope_id, refs)
+        for aggregate_id in self._loaded.keys() & wanted.keys():
+            del wanted[aggregate_id]
+        if len(wanted) > 1:
+            self._loaded.update(self.store.find_many(wanted))
 
     def check_read(self, resource: Resource) -> None:
         """Re-checked on every visit with the requester's current rights."""

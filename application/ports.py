@@ -11,6 +11,8 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 Clock = Callable[[], datetime]
+# Each aggregate's stored events and the position of its last one (None: it has no events).
+EventsOfMany = Mapping[UUID, tuple[Sequence[StoredEvent], int | None]]
 
 
 def system_clock() -> datetime:
@@ -44,6 +46,10 @@ class ReadSetRecorder(Protocol):
                                    ) -> tuple[Sequence[StoredEvent], int | None]:
         """An aggregate's events (up to version ``lte``) and the position of the last one
         returned, in one query."""
+
+    def select_events_of_many(self, originator_ids: Sequence[UUID]) -> EventsOfMany:
+        """The events and last position of each of several aggregates (an empty list and
+        ``None`` for one without events), in one query."""
 
     def writers_turn(self, key: str) -> AbstractContextManager[object]:
         """Wait for the turn of this store's writers of ``key``, in every process the store

@@ -8,7 +8,7 @@ use-case services (records, access, runs, review, audit) share this one unit of 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
@@ -21,6 +21,7 @@ from eventsourcing.persistence import (
     InterfaceError,
     JSONTranscoder,
     OperationalError,
+    StoredEvent,
 )
 from eventsourcing.utils import EnvType
 
@@ -150,6 +151,25 @@ class EventStore(Application[UUID]):
         except AggregateNotFoundError:
             return None
 
+    def find_many(self, wanted: Mapping[UUID, type[Aggregate]]) -> dict[UUID, Any]:
+        """Several aggregates (``None`` for one with no events), those that cannot have a
+        snapshot in one query: a use case's independent reads cost one round trip, not one
+        each."""
+        batched = [aggregate_id for aggregate_id, kind in wanted.items()
+                   if not self._may_load_through_snapshot(aggregate_id, kind)]
+        found: dict[UUID, Any] = {}
+        if len(batched) > 1:
+            with store_call():
+                stored = self.read_set_recorder.select_events_of_many(batched)
+            for aggregate_id, (events, position) in stored.items():
+                found[aggregate_id] = aggregate = self._from_events(aggregate_id, events, position)
+                if aggregate is not None:
+                    self._learn_snapshotting(aggregate, at_head=True)
+        for aggregate_id, kind in wanted.items():
+            if aggregate_id not in found:
+                found[aggregate_id] = self.find(aggregate_id, kind)
+        return found
+
     def refresh(self, aggregate: A) -> A:
         """``aggregate`` with the events stored after its version applied to it, in place:
         one indexed read, usually of nothing. Only for an aggregate no other thread uses."""
@@ -164,21 +184,35 @@ class EventStore(Application[UUID]):
         was not last seen short of its first snapshot. Otherwise the library would ask the
         snapshot store for every aggregate. Reading every event of an aggregate that has grown
         a snapshot meanwhile is still right, only slower once: it is then loaded through it."""
-        snapshotted = kind is None or kind in self.snapshotting_intervals
-        if snapshotted and aggregate_id not in self._unsnapshotted:
+        if self._may_load_through_snapshot(aggregate_id, kind):
             aggregate = self.repository.get(aggregate_id, version=version, projector_func=replay)
         else:
             stored, position = self.read_set_recorder.select_events_and_position(
                 aggregate_id, lte=version)
-            aggregate = replay(None, map(self.mapper.to_domain_event, stored))
+            aggregate = self._from_events(aggregate_id, stored, position)
             if aggregate is None:
                 raise AggregateNotFoundError(aggregate_id)
-            self._positions.remember(aggregate, position)
-        if self._may_have_snapshot(aggregate):
-            self._unsnapshotted.discard(aggregate_id)
-        elif version is None:
-            self._remember_unsnapshotted(aggregate_id)
+        self._learn_snapshotting(aggregate, at_head=version is None)
         return aggregate
+
+    def _may_load_through_snapshot(self, aggregate_id: UUID,
+                                   kind: type[Aggregate] | None) -> bool:
+        snapshotted = kind is None or kind in self.snapshotting_intervals
+        return snapshotted and aggregate_id not in self._unsnapshotted
+
+    def _from_events(self, aggregate_id: UUID, stored: Iterable[StoredEvent],
+                     position: int | None) -> Any:
+        """The aggregate its stored events make (``None``: none), its position remembered."""
+        aggregate = replay(None, map(self.mapper.to_domain_event, stored))
+        if aggregate is not None:
+            self._positions.remember(aggregate, position)
+        return aggregate
+
+    def _learn_snapshotting(self, aggregate: Aggregate, at_head: bool) -> None:
+        if self._may_have_snapshot(aggregate):
+            self._unsnapshotted.discard(aggregate.id)
+        elif at_head:
+            self._remember_unsnapshotted(aggregate.id)
 
     def _may_have_snapshot(self, aggregate: Aggregate) -> bool:
         interval = self.snapshotting_intervals.get(type(aggregate))

@@ -16,7 +16,7 @@ from domain.access import Resource
 from domain.artifact import Artifact
 from domain.budget import DEFAULT_BUDGET
 from domain.evidence.resolution import Resolution, resolve
-from domain.ids import evidence_id
+from domain.ids import EvidenceRef, evidence_id
 from domain.refs import EXPERIENCE, MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.source import Source
 
@@ -37,6 +37,9 @@ class World:
         return self.artifacts.get((family, artifact_id))
 
     def check_read(self, resource: Resource) -> None:
+        return None
+
+    def read_ahead(self, refs: Sequence[EvidenceRef]) -> None:
         return None
 
     # builders

@@ -27,7 +27,7 @@ from domain.errors import AccessRevokedError, DomainError, EvidenceLimitExceeded
 from domain.evidence.manifest import TRANSFORM_VERSION, EvidenceManifest
 from domain.evidence.resolution import Resolution, resolve
 from domain.evidence.selection import NeedsEvidence, select_evidence
-from domain.ids import evidence_id
+from domain.ids import EvidenceRef, evidence_id
 from domain.refs import (
     EXPERIENCE,
     MEMORY,
@@ -60,6 +60,7 @@ class World:
         self.artifacts: dict[tuple[str, str], Artifact] = {}
         self.revoked: set[Resource] = set()
         self.reads: list[Resource] = []
+        self.read_aheads: list[list[EvidenceRef]] = []
 
     # EvidenceReader
 
@@ -73,6 +74,9 @@ class World:
         self.reads.append(resource)
         if resource in self.revoked:
             raise AccessRevokedError("revoked", resource=resource.to_dict())
+
+    def read_ahead(self, refs: Sequence[EvidenceRef]) -> None:
+        self.read_aheads.append(list(refs))
 
     # builders
 
@@ -338,6 +342,16 @@ def test_depth_is_the_shortest_distance_from_the_request() -> None:
     # Revision 4 is also requested, so it is depth 0 and revision 1 only depth 3.
     middle = ArtifactRef(EXPERIENCE, "long", 4)
     assert len(resolve_in(world, artifacts=[twelve, middle]).manifest.nodes) == 12
+
+
+def test_the_walk_announces_each_level_before_reading_it() -> None:
+    # A store-backed reader fetches a whole level in one round trip on this hint.
+    world = World()
+    first, second = world.record("t-1"), world.record("t-2")
+    child = world.experience("child", sources=[first])
+    parent = world.experience("parent", sources=[second], artifacts=[child])
+    resolve_in(world, artifacts=[parent], sources=[first])
+    assert world.read_aheads == [[parent, first], [second, child], [first]]
 
 
 def test_a_budget_above_its_ceiling_is_refused() -> None:

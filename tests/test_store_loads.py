@@ -11,8 +11,12 @@ from application.bootstrap import Dreaming
 from application.store import EventStore
 from domain.dream_queue import DreamQueue
 from domain.errors import ScopeNotFoundError
+from domain.ids import source_aggregate_id
 from domain.policy import LOCAL
 from domain.scope import Scope
+from domain.source import Source
+from tests.test_hot_scope import request
+from tests.test_workers import admit, seed_scope
 
 
 @pytest.fixture
@@ -111,3 +115,68 @@ def test_the_position_of_an_aggregate_just_loaded_from_its_events_costs_no_query
     app.store.commit(scope)
     assert app.store.position_of(scope) == app.store.max_position()
     assert len(asked) == 1
+
+
+@pytest.fixture
+def store_reads(app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every read of the event store, by kind: one aggregate, several at once, the events after
+    a version, a snapshot."""
+    reads: list[str] = []
+    recorder = app.store.read_set_recorder
+    for name in ("select_events_and_position", "select_events_of_many", "select_events"):
+        monkeypatch.setattr(recorder, name, counting(reads, name, getattr(recorder, name)))
+    snapshots = app.store.snapshots
+    assert snapshots is not None
+    monkeypatch.setattr(snapshots, "get", counting(reads, "snapshot", snapshots.get))
+    return reads
+
+
+def counting(reads: list[str], name: str, read: Any) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(name)
+        return read(*args, **kwargs)
+    return counted
+
+
+def test_aggregates_that_cannot_have_a_snapshot_are_found_together_in_one_query(
+        app: Dreaming, store_reads: list[str]) -> None:
+    seed_scope(app, "s")
+    queue = DreamQueue.open("s")
+    app.store.commit(queue)
+    source = source_aggregate_id("s", "task", "t")
+    wanted = {Scope.create_id("s"): Scope, source: Source, Scope.create_id("none"): Scope,
+              queue.id: DreamQueue}
+    store_reads.clear()
+    found = app.store.find_many(wanted)
+    # The queue's class is snapshotted and this process never loaded it: loaded on its own,
+    # through the snapshot store.
+    assert sorted(store_reads) == ["select_events", "select_events_of_many", "snapshot"]
+    assert found == {aggregate_id: app.store.find(aggregate_id, kind)
+                     for aggregate_id, kind in wanted.items()}
+    assert found[Scope.create_id("none")] is None
+    store_reads.clear()
+    scope = found[Scope.create_id("s")]
+    assert app.store.position_of(scope) == app.store.read_set_recorder.position_of(
+        scope.id, scope.version)  # learned from the query
+    assert store_reads == []
+
+
+def test_an_admission_reads_its_scope_its_key_and_its_evidence_in_two_round_trips(
+        app: Dreaming, store_reads: list[str]) -> None:
+    seed_scope(app, "s")
+    admit(app, "s", "first")
+    store_reads.clear()
+    admit(app, "s", "second")
+    # Scope, the key's run and the requested Experience together; then both Sources its
+    # lineage names (the task, and its own write's provenance) together; then the events after
+    # the held queue's version. One at a time, that was seven reads.
+    assert store_reads == ["select_events_of_many", "select_events_of_many", "select_events"]
+    assert app.runs.get_dream(LOCAL, "s", run_id_of(app, "second")).run_id
+    store_reads.clear()
+    replayed = app.runs.request_dream(LOCAL, "s", request("second"))
+    assert replayed.value.replayed
+    assert store_reads == ["select_events_of_many"]
+
+
+def run_id_of(app: Dreaming, key: str) -> str:
+    return app.runs.run_id_for(LOCAL, "s", request(key))

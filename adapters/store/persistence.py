@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
+from functools import cached_property
 from inspect import unwrap
 from pathlib import Path
 from threading import Event, Thread
@@ -30,15 +31,13 @@ from eventsourcing.postgres import (
 )
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 from eventsourcing.utils import Environment, EnvType
-from psycopg import Cursor
-from psycopg.rows import DictRow
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 from adapters.settings import Settings
 from adapters.store.file_turns import FileTurns
 from adapters.store.pool_tuning import tune_pool
 from application.bootstrap import Dreaming
-from application.ports import ReadSetChangedError
+from application.ports import EventsOfMany, ReadSetChangedError
 from application.store import EventStore
 from projections.backends import SerialisedSchema
 
@@ -126,6 +125,16 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             rows = c.fetchall()
         return _with_position(originator_id, [(r[1], r[2], r[3], r[0]) for r in rows])
 
+    def select_events_of_many(self, originator_ids: Sequence[UUID]) -> EventsOfMany:
+        marks = ",".join("?" * len(originator_ids))
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT originator_id, originator_version, topic, state, rowid "
+                      f"FROM {self.events_table_name} WHERE originator_id IN ({marks}) "
+                      "ORDER BY originator_id, originator_version",
+                      [originator_id.hex for originator_id in originator_ids])
+            rows = c.fetchall()
+        return _grouped(originator_ids, [(UUID(r[0]), r[1], r[2], r[3], r[4]) for r in rows])
+
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent],
                        *, read_set: ReadSet | None = None, **kwargs: Any) -> Sequence[int] | None:
         # Insert first: that takes SQLite's write lock, so the versions read below are final.
@@ -151,6 +160,17 @@ def _with_position(originator_id: UUID, rows: Sequence[tuple[int, str, bytes, in
     events = [StoredEvent(originator_id=originator_id, originator_version=version, topic=topic,
                           state=state) for version, topic, state, _ in rows]
     return events, (int(rows[-1][3]) if rows else None)
+
+
+def _grouped(originator_ids: Sequence[UUID],
+             rows: Sequence[tuple[UUID, int, str, bytes, int]]) -> EventsOfMany:
+    """Rows of (originator id, version, topic, state, notification id), ordered by originator
+    and version, as each requested aggregate's events and last position."""
+    found: dict[UUID, list[tuple[int, str, bytes, int]]] = {i: [] for i in originator_ids}
+    for originator_id, version, topic, state, position in rows:
+        found[originator_id].append((version, topic, state, position))
+    return {originator_id: _with_position(originator_id, of_one)
+            for originator_id, of_one in found.items()}
 
 
 def _once(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -181,7 +201,6 @@ class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRe
         return nullcontext()
 
     # Tried once (see ``_once``).
-    insert_events = _once(PostgresApplicationRecorder.insert_events)
     select_events = _once(PostgresApplicationRecorder.select_events)
     select_notifications = _once(PostgresApplicationRecorder.select_notifications)
     max_notification_id = _once(PostgresApplicationRecorder.max_notification_id)
@@ -212,24 +231,50 @@ class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRe
             (r["originator_version"], r["topic"], bytes(r["state"]), r["notification_id"])
             for r in rows])
 
-    def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent],
-                       *, read_set: ReadSet | None = None, **kwargs: Any) -> None:
-        super()._insert_events(curs, stored_events, **kwargs)
-        if not read_set:
-            return
-        # Take the table's insert lock now (the insert takes it again, harmlessly), so no
-        # other writer can commit between this check and our commit.
-        self._lock_table(curs)
-        curs.execute(
-            SQL("SELECT originator_id, MAX(originator_version) AS version FROM {0}.{1} "
-                "WHERE originator_id = ANY(%s) GROUP BY originator_id").format(
-                Identifier(self.datastore.schema), Identifier(self.events_table_name)),
-            (list(read_set),),
-        )
-        current = {row["originator_id"]: row["version"] for row in curs.fetchall()}
-        moved = _moved(read_set, current)
-        if moved:
-            raise ReadSetChangedError(moved)
+    def select_events_of_many(self, originator_ids: Sequence[UUID]) -> EventsOfMany:
+        statement = SQL("SELECT originator_id, originator_version, topic, state, notification_id "
+                        "FROM {0}.{1} WHERE originator_id = ANY(%s) "
+                        "ORDER BY originator_id, originator_version").format(
+            Identifier(self.datastore.schema), Identifier(self.events_table_name))
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, (list(originator_ids),), prepare=True)
+            rows = curs.fetchall()
+        return _grouped(originator_ids, [
+            (r["originator_id"], r["originator_version"], r["topic"], bytes(r["state"]),
+             r["notification_id"]) for r in rows])
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], *,
+                      read_set: ReadSet | None = None, **kwargs: Any) -> Sequence[int] | None:
+        """Insert in one transaction that checks the read set, with one round trip before the
+        commit: the lock, the read set's versions and the insert go in one pipeline. (The
+        library's insert syncs once for the hook that checked the read set, then again for the
+        insert, all while holding the table's lock, which every writer waits for.) Tried once
+        (see ``_once``)."""
+        with (self.datastore.get_connection() as conn, conn.pipeline() as pipeline,
+              conn.transaction(), conn.cursor() as versions, conn.cursor() as inserted):
+            if read_set:
+                # Locked first, so no other writer can commit between this read and our commit.
+                self._lock_table(versions)
+                versions.execute(self._versions_statement, (list(read_set),), prepare=True)
+            if stored_events:
+                self._insert_stored_events(inserted, stored_events, **kwargs)
+            # An IntegrityError (a version already taken) is raised here, and an exception
+            # leaving the block rolls the transaction back.
+            pipeline.sync()
+            if read_set:
+                current = {row["originator_id"]: row["version"] for row in versions.fetchall()}
+                moved = _moved(read_set, current)
+                if moved:
+                    raise ReadSetChangedError(moved)
+            if not stored_events:
+                return []
+            return self._fetch_ids_after_insert_events(inserted, stored_events, **kwargs)
+
+    @cached_property
+    def _versions_statement(self) -> Composed:
+        return SQL("SELECT originator_id, MAX(originator_version) AS version FROM {0}.{1} "
+                   "WHERE originator_id = ANY(%s) GROUP BY originator_id").format(
+            Identifier(self.datastore.schema), Identifier(self.events_table_name))
 
 
 class DreamPostgresFactory(PostgresFactory):

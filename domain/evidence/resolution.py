@@ -56,6 +56,10 @@ class EvidenceReader(Protocol):
         """Raise ``AccessRevokedError`` when the requester may not read ``resource`` now."""
         ...
 
+    def read_ahead(self, refs: Sequence[EvidenceRef]) -> None:
+        """A hint that ``refs`` are about to be read: a reader may fetch them together."""
+        ...
+
 
 @dataclass(frozen=True)
 class Resolution:
@@ -91,6 +95,7 @@ class Traversal:
         level = [_Visit(ref, WalkStep(f"{name}[{index}]"))
                  for name, refs in request.fields() for index, ref in enumerate(refs)]
         while level:
+            self.reader.read_ahead([visit.ref for visit in level])
             level = [child for visit in level for child in self._visit(visit)]
         return self.graph
 
