@@ -148,10 +148,10 @@ class DreamExecutor:
         now = self.clock()
         if run is None or run.terminal or not run.claimable(now):
             return None
-        queue = self.runs.queue_of(scope_id)
-        started = run_lifecycle.claim(run, queue, now, self.generators.current.config_id,
-                                      self.lease_seconds)
-        self.store.commit(run, queue)
+        with self.runs.queues.turn(scope_id) as queue:
+            started = run_lifecycle.claim(run, queue, now, self.generators.current.config_id,
+                                          self.lease_seconds)
+            self.store.commit(run, queue)
         return Attempt(run, run.attempt) if started else None
 
     # -- executing -----------------------------------------------------------------------------
@@ -238,15 +238,15 @@ class DreamExecutor:
             run = self.runs.existing_run(attempt.run.scope_id, attempt.run.run_id)
             if run is None:
                 return False
-            queue = self.runs.queue_of(run.scope_id)
             try:
-                run_lifecycle.renew(run, queue, attempt.number, self.clock(),
-                                    self.lease_seconds)
+                with self.runs.queues.turn(run.scope_id) as queue:
+                    run_lifecycle.renew(run, queue, attempt.number, self.clock(),
+                                        self.lease_seconds)
+                    self.store.commit(run, queue)
             except (AttemptConflictError, RunTerminalError):
                 log.warning("run %s: attempt %s lost its lease to attempt %s; its answer will "
                             "be discarded", run.run_id, attempt.number, run.attempt)
                 return False
-            self.store.commit(run, queue)
             return True
 
         try:
@@ -309,16 +309,16 @@ class DreamExecutor:
             Candidate.create_id(run.scope_id, record.candidate_id))
         if candidate.candidate_version != 1 or candidate.status == CandidateStatus.APPROVED:
             return False  # edited or approved: a fresh proposal is worth a model call
-        queue = self.runs.queue_of(run.scope_id)
-        if candidate.status == CandidateStatus.PENDING:
-            run_lifecycle.propose(run, queue, attempt.number, candidate.current.reason,
-                                  candidate.candidate_id, self.clock(), reused=True)
-        else:
-            run_lifecycle.conclude(
-                run, queue, attempt.number, RunOutcome.NO_CHANGE,
-                "An unchanged proposal over the same evidence was already rejected.",
-                self.clock(), reused=True)
-        self.store.commit(run, queue, read=[record, candidate])
+        with self.runs.queues.turn(run.scope_id) as queue:
+            if candidate.status == CandidateStatus.PENDING:
+                run_lifecycle.propose(run, queue, attempt.number, candidate.current.reason,
+                                      candidate.candidate_id, self.clock(), reused=True)
+            else:
+                run_lifecycle.conclude(
+                    run, queue, attempt.number, RunOutcome.NO_CHANGE,
+                    "An unchanged proposal over the same evidence was already rejected.",
+                    self.clock(), reused=True)
+            self.store.commit(run, queue, read=[record, candidate])
         return True
 
     def _proposal_record(self, run: DreamRun) -> tuple[str, ProposalRecord | None]:
@@ -341,9 +341,6 @@ class DreamExecutor:
         candidate = Candidate.propose(run.scope_id, dream_candidate_id(run.run_id), family,
                                       target, plan.proposal, lineage, plan.reason,
                                       proposer=run.requester, run_id=run.run_id)
-        queue = self.runs.queue_of(run.scope_id)
-        run_lifecycle.propose(run, queue, attempt.number, plan.reason, candidate.candidate_id,
-                              self.clock())
         fingerprint, record = self._proposal_record(run)
         if record is None:
             record = ProposalRecord(scope_id=run.scope_id, principal_key=run.principal_key,
@@ -351,13 +348,16 @@ class DreamExecutor:
         record.replace(candidate.candidate_id)
         if self.before_commit is not None:
             self.before_commit(attempt)
-        self.store.commit(run, candidate, queue, record, read=reader.read_set)
+        with self.runs.queues.turn(run.scope_id) as queue:
+            run_lifecycle.propose(run, queue, attempt.number, plan.reason,
+                                  candidate.candidate_id, self.clock())
+            self.store.commit(run, candidate, queue, record, read=reader.read_set)
 
     def _conclude(self, attempt: Attempt, outcome: str, reason: str) -> None:
-        queue = self.runs.queue_of(attempt.run.scope_id)
-        run_lifecycle.conclude(attempt.run, queue, attempt.number, outcome, reason,
-                               self.clock())
-        self.store.commit(attempt.run, queue)  # a conflict here is retried by the caller
+        with self.runs.queues.turn(attempt.run.scope_id) as queue:
+            run_lifecycle.conclude(attempt.run, queue, attempt.number, outcome, reason,
+                                   self.clock())
+            self.store.commit(attempt.run, queue)  # a conflict is retried by the caller
 
     def _fail(self, attempt: Attempt, code: str, why: str) -> None:
         log.info("run %s failed %s: %s", attempt.run.run_id, code, why)
@@ -386,9 +386,9 @@ class DreamExecutor:
             if run is None:
                 log.info("a newer attempt owns run %s; this one stops", attempt.run.run_id)
                 return
-            queue = self.runs.queue_of(run.scope_id)
-            change(run, queue)
-            self.store.commit(run, queue)
+            with self.runs.queues.turn(run.scope_id) as queue:
+                change(run, queue)
+                self.store.commit(run, queue)
 
         try:
             retry_conflicts(write, RUN_WRITE_TRIES, RUN_WRITE_PAUSE_CAP_SECONDS)

@@ -9,13 +9,16 @@ from typing import Any
 
 import pytest
 
+from adapters.generators.factory import GeneratorRegistry
 from application.bootstrap import Dreaming
+from application.execution import DreamExecutor
 from application.held_queues import HeldQueues
 from application.store import StoreUnavailableError
 from domain import run_lifecycle
 from domain.dream_queue import DreamQueue
 from domain.errors import CapacityExceededError
 from domain.policy import LOCAL
+from tests.dream_support import ScriptedModel
 from tests.test_hot_scope import request
 from tests.test_workers import seed_scope
 
@@ -109,3 +112,21 @@ def test_a_process_holds_a_bounded_number_of_queues(app: Dreaming) -> None:
     assert list(queues._held) == ["b", "c"]  # the longest-waiting one went first
     with queues.turn("a") as queue:  # loaded again from the store
         assert queue.version == 1
+
+
+def test_a_worker_of_the_same_process_claims_and_finishes_on_the_held_queue(
+        app: Dreaming, queue_rebuilds: list[Any]) -> None:
+    seed_scope(app, "s")
+    run_ids = [app.runs.request_dream(LOCAL, "s", request(f"k{n}")).value.run.run_id
+               for n in range(3)]
+    executor = DreamExecutor(app.runs, GeneratorRegistry(ScriptedModel()), 60.0)
+    for run_id in run_ids:
+        attempt = executor.claim("s", run_id)
+        assert attempt is not None
+        finished = executor.execute(attempt)
+        assert finished is not None
+        assert finished.status == "succeeded"
+    # Claims and finishes took the scope's turn and its queue as held, like admissions.
+    assert queue_rebuilds == [DreamQueue.create_id("s")]
+    assert unfinished(app) == 0
+    assert app.store.find(DreamQueue.create_id("s")) == app.runs.queues._held["s"]
