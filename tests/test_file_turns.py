@@ -1,6 +1,7 @@
-"""Processes writing one SQLite file take turns per scope on lock files: admissions to one scope
-from two application instances (each with its own in-process turns, as two processes have)
-queue up instead of racing; a turn held too long is given up on, and the write stays exact."""
+"""Processes of one host writing one store (a SQLite file, or PostgreSQL with a shared data
+directory) take turns per scope on lock files: admissions to one scope from two application
+instances (each with its own in-process turns, as two processes have) queue up instead of
+racing; a turn held too long is given up on, and the write stays exact."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from adapters.settings import Settings
 from adapters.store.file_turns import TURN_FILES, FileTurns
+from adapters.store.persistence import ReadSetPostgresApplicationRecorder, open_dreaming
 from application.bootstrap import Dreaming
 from domain.dream_queue import DreamQueue
 from domain.policy import LOCAL
@@ -23,8 +26,7 @@ from tests.test_workers import seed_scope
 PER_THREAD = 15
 
 
-@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
-def test_two_writers_of_one_file_take_turns_instead_of_racing(
+def test_two_writers_of_one_store_on_one_host_take_turns_instead_of_racing(
         open_app: Callable[[], Dreaming], monkeypatch: pytest.MonkeyPatch) -> None:
     apps = [open_app(), open_app()]
     seed_scope(apps[0], "s")
@@ -47,6 +49,23 @@ def test_two_writers_of_one_file_take_turns_instead_of_racing(
     assert lost == []
     queue: DreamQueue = apps[1].store.find(DreamQueue.create_id("s"))
     assert queue.unfinished == 4 * PER_THREAD
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("settings", ["postgres"], indirect=True)
+def test_a_host_without_a_writable_data_directory_meets_others_at_the_version_check(
+        settings: Settings, tmp_path: Path) -> None:
+    occupied = tmp_path / "a-file"
+    occupied.write_text("not a directory")
+    app = open_dreaming(settings.model_copy(update={"data_dir": occupied}))
+    try:
+        recorder = app.store.read_set_recorder
+        assert isinstance(recorder, ReadSetPostgresApplicationRecorder)
+        assert recorder.turns is None
+        seed_scope(app, "s")
+        assert app.runs.request_dream(LOCAL, "s", request("k")).value.run.run_id
+    finally:
+        app.close()
 
 
 def test_a_turn_excludes_another_holder_of_the_same_key(tmp_path: Path) -> None:

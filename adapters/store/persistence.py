@@ -7,6 +7,7 @@ the version it read, and abort the whole transaction if any moved.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
@@ -42,6 +43,8 @@ from application.store import EventStore
 from projections.backends import SerialisedSchema
 
 ReadSet = Mapping[UUID, int]
+TURNS_DIR = "DREAM_TURNS_DIR"
+log = logging.getLogger(__name__)
 
 
 def _moved(read_set: ReadSet, current: Mapping[UUID, int]) -> dict[UUID, tuple[int, int]]:
@@ -195,10 +198,13 @@ class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRe
     supports_read_set = True
     store_kind = "postgres"
 
+    turns: FileTurns | None = None  # set by the factory: the host's lock files, if any
+
     def writers_turn(self, key: str) -> AbstractContextManager[object]:
-        """Processes on PostgreSQL meet at the version check only: a turn across hosts would
-        hold a connection and cost two round trips per command (ADR-0019)."""
-        return nullcontext()
+        """The processes of one host that share a data directory take turns on lock files, as
+        on SQLite; processes on other hosts meet at the version check (a turn across hosts
+        would hold a connection and cost two round trips per command: ADR-0019, ADR-0020)."""
+        return nullcontext() if self.turns is None else self.turns.of(key)
 
     # Tried once (see ``_once``).
     select_events = _once(PostgresApplicationRecorder.select_events)
@@ -286,6 +292,16 @@ class DreamPostgresFactory(PostgresFactory):
         super().__init__(env)
         tune_pool(self.datastore)
 
+    def application_recorder(self) -> ApplicationRecorder:
+        recorder = super().application_recorder()
+        turns_dir = self.env.get(TURNS_DIR)
+        if turns_dir and isinstance(recorder, ReadSetPostgresApplicationRecorder):
+            try:
+                recorder.turns = FileTurns(Path(turns_dir))
+            except OSError as error:  # a read-only host: the version check alone, as before
+                log.warning("no turns across this host's processes (%s): %s", turns_dir, error)
+        return recorder
+
 
 def _topic(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
@@ -313,6 +329,8 @@ def postgres_env(database_url: str, settings: Settings | None = None) -> dict[st
         # A connection the server dropped (a restart) is replaced before use, not failed on
         # (``tune_pool`` narrows the check to connections that may be dead).
         "POSTGRES_PRE_PING": "true",
+        # Processes of one host that share the data directory take turns on a scope there.
+        TURNS_DIR: str(settings.data_dir / "turns"),
     }
 
 
