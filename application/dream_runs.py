@@ -16,6 +16,7 @@ from eventsourcing.domain import Aggregate
 
 from application.access import ScopeGate
 from application.evidence_reader import StoreEvidenceReader, addresses
+from application.grouped_admissions import Admitting, GroupedAdmissions
 from application.held_queues import HeldQueues
 from application.ports import Clock
 from application.retry import retry_on_write_conflict
@@ -82,6 +83,8 @@ class DreamRuns:
         # rather than race to a write conflict and a retry with backoff, and the queue stays
         # in memory between turns.
         self.queues = HeldQueues(self.store)
+        # ... and those waiting for the turn are committed together by its holder.
+        self.grouped = GroupedAdmissions(self.store, self.queues)
 
     @retry_on_write_conflict
     def request_dream(self, caller: Caller, scope_id: str,
@@ -97,9 +100,10 @@ class DreamRuns:
             return Written(Admission(self.replay(existing, request), replayed=True), None)
         self.policy.check(caller, scope, Action.CONTRIBUTE)
         evidence = self.check_evidence(caller, scope, request, found)  # before the turn
-        with self.queues.turn(scope.scope_id) as queue:
-            run = self.admit_checked(caller, scope, queue, request, evidence)
-            position = self.store.commit(run, queue, read=evidence.read, acted_by=caller)
+        run, position = self.grouped.admit(scope.scope_id, Admitting(
+            run_key, evidence.read, caller,
+            lambda queue: self.admit_checked(caller, scope, queue, request, evidence)))
+        assert isinstance(run, DreamRun)
         return Written(Admission(run, replayed=False), position)
 
     @staticmethod

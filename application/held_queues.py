@@ -40,7 +40,14 @@ class HeldQueues:
     @contextmanager
     def turn(self, scope_id: str) -> Iterator[DreamQueue]:
         """Wait for the scope's turn; the block gets the current queue and commits it."""
-        with self.turns.of(scope_id), self.store.writers_turn(scope_id):
+        with self.turns.of(scope_id), self.holding(scope_id) as queue:
+            yield queue
+
+    @contextmanager
+    def holding(self, scope_id: str) -> Iterator[DreamQueue]:
+        """For the holder of the scope's turn in this process: the store's turn where it
+        offers one, and the current queue, which the block commits."""
+        with self.store.writers_turn(scope_id):
             queue = self._take(scope_id)
             yield queue  # an exception in the block drops the queue: it is never put back
             if not queue.pending_events:  # committed (a save collects them), or unchanged

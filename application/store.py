@@ -230,7 +230,7 @@ class EventStore(Application[UUID]):
         Each new event is stamped with who acted (``acted_by``: audit metadata, never read by
         an event handler; ``None`` is the service itself, a worker finishing a run, say).
         """
-        _stamp(changed, None if acted_by is None else acted_by.name)
+        stamp_acted_by(changed, acted_by)
         changed_ids = {aggregate.id for aggregate in changed}
         read_set = {a.id: a.version for a in read if a.id not in changed_ids}
         try:
@@ -276,9 +276,10 @@ class EventStore(Application[UUID]):
             return self.read_set_recorder.position_of(aggregate.id, aggregate.version)
 
 
-def _stamp(changed: Iterable[Aggregate], acted_by: str | None) -> None:
+def stamp_acted_by(changed: Iterable[Aggregate], acted_by: Caller | None) -> None:
+    """Stamp each new event not stamped yet with who acted (``None``: the service itself)."""
+    name = None if acted_by is None else acted_by.name
     for aggregate in changed:
         for pending in aggregate.pending_events:
             if not hasattr(pending, ACTED_BY):
-                object.__setattr__(pending, ACTED_BY, acted_by)
-
+                object.__setattr__(pending, ACTED_BY, name)

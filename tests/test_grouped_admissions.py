@@ -1,0 +1,160 @@
+"""Admissions to one scope that wait for its turn are committed together by the turn's holder:
+each checked as if alone (capacity stays exact, a refused one is told so), each stamped with
+its own caller, a key given twice admitted once, and a failed commit storing nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from application.bootstrap import Dreaming
+from domain.dream_queue import DreamQueue
+from domain.dream_run import DreamRun
+from domain.errors import CapacityExceededError, DomainError, WriteConflictError
+from domain.ids import dream_run_aggregate_id
+from domain.policy import Caller
+from tests.test_hot_scope import request
+from tests.test_workers import seed_scope
+
+WAITING = 5  # admissions that queue up behind the first one's commit
+
+
+class HeldCommit:
+    """Holds the first commit of an admission until released, so the others queue up."""
+
+    def __init__(self, app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.commits: list[int] = []  # runs per commit
+        commit = app.store.commit
+
+        def held(*changed: Any, **kwargs: Any) -> Any:
+            runs = sum(isinstance(a, DreamRun) for a in changed)
+            if not runs:  # not an admission
+                return commit(*changed, **kwargs)
+            self.commits.append(runs)
+            if len(self.commits) == 1:
+                self.entered.set()
+                assert self.release.wait(10)
+            return commit(*changed, **kwargs)
+
+        monkeypatch.setattr(app.store, "commit", held)
+
+
+@pytest.fixture
+def held_commit(app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> HeldCommit:
+    seed_scope(app, "s")
+    return HeldCommit(app, monkeypatch)
+
+
+def caller(n: int) -> Caller:
+    return Caller(f"svc-{n}", admin=True)
+
+
+def admit_behind_the_first(app: Dreaming, held: HeldCommit, keys: list[str]
+                           ) -> dict[str, Any]:
+    """Admit ``keys[0]``, hold its commit, admit the rest meanwhile, then let it go: each
+    key's run, or the error it got."""
+    outcomes: dict[str, Any] = {}
+
+    def admit(n: int, key: str) -> None:
+        try:
+            outcomes[f"{n}:{key}"] = app.runs.request_dream(caller(n), "s", request(key))
+        except DomainError as error:
+            outcomes[f"{n}:{key}"] = error
+
+    threads = [threading.Thread(target=admit, args=(n, key)) for n, key in enumerate(keys)]
+    threads[0].start()
+    assert held.entered.wait(10)
+    for thread in threads[1:]:
+        thread.start()
+    wait_until(lambda: len(app.runs.grouped._waiting.get("s", [])) == len(keys) - 1)
+    held.release.set()
+    for thread in threads:
+        thread.join(10)
+    return outcomes
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the admissions never queued up")
+
+
+def unfinished(app: Dreaming) -> int:
+    queue: DreamQueue = app.store.find(DreamQueue.create_id("s"))
+    return queue.unfinished
+
+
+def test_admissions_waiting_for_the_turn_are_committed_together(
+        app: Dreaming, held_commit: HeldCommit) -> None:
+    keys = [f"k{n}" for n in range(WAITING + 1)]
+    outcomes = admit_behind_the_first(app, held_commit, keys)
+    assert held_commit.commits == [1, WAITING]  # the first alone, then the others in one
+    assert unfinished(app) == WAITING + 1
+    for name, written in outcomes.items():
+        n = int(name.split(":")[0])
+        run = written.value.run
+        history = app.store.history(dream_run_aggregate_id("s", run.run_id))
+        assert [event.acted_by for event in history] == [f"svc-{n}"]  # its own caller
+        assert written.position is not None
+        assert written.position >= app.store.position_of(app.runs.get_dream(caller(n), "s",
+                                                                            run.run_id))
+    stamps = [event.acted_by for event in app.store.history(DreamQueue.create_id("s"))]
+    assert stamps[0] == "svc-0"  # opened the queue
+    assert sorted(stamps[1:]) == sorted(f"svc-{n}" for n in range(WAITING + 1))  # admitted
+
+
+def test_capacity_stays_exact_within_a_batch(app: Dreaming, held_commit: HeldCommit) -> None:
+    app.records.change_scope_settings(caller(0), "s", {"dream_max_pending_per_scope": 3})
+    outcomes = admit_behind_the_first(app, held_commit, [f"k{n}" for n in range(WAITING + 1)])
+    refused = [o for o in outcomes.values() if isinstance(o, CapacityExceededError)]
+    assert len(refused) == WAITING + 1 - 3
+    assert all(error.details["pending"] == 3 for error in refused)
+    assert unfinished(app) == 3
+    assert held_commit.commits == [1, 2]
+
+
+def test_a_key_given_twice_in_one_batch_is_admitted_once(
+        app: Dreaming, held_commit: HeldCommit) -> None:
+    same = caller(7)
+    outcomes: list[Any] = []
+    threads = [threading.Thread(target=lambda: outcomes.append(
+        app.runs.request_dream(same, "s", request("twice")))) for _ in range(2)]
+    first = threading.Thread(target=app.runs.request_dream, args=(caller(0), "s", request("a")))
+    first.start()
+    assert held_commit.entered.wait(10)
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: len(app.runs.grouped._waiting.get("s", [])) == 2)
+    held_commit.release.set()
+    for thread in [first, *threads]:
+        thread.join(10)
+    assert sorted(written.value.replayed for written in outcomes) == [False, True]
+    assert outcomes[0].value.run.run_id == outcomes[1].value.run.run_id
+    assert unfinished(app) == 2
+
+
+def test_a_failed_batch_stores_nothing_and_every_admission_re_runs(
+        app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_scope(app, "s")
+    held = HeldCommit(app, monkeypatch)
+    commit = app.store.commit  # the held one
+    failed: list[int] = []
+
+    def failing_once(*changed: Any, **kwargs: Any) -> Any:
+        if len(held.commits) == 1 and not failed:  # the batch behind the first
+            failed.append(sum(isinstance(a, DreamRun) for a in changed))
+            raise WriteConflictError("lost a race")
+        return commit(*changed, **kwargs)
+
+    monkeypatch.setattr(app.store, "commit", failing_once)
+    outcomes = admit_behind_the_first(app, held, [f"k{n}" for n in range(WAITING + 1)])
+    assert failed == [WAITING]
+    assert all(not isinstance(o, Exception) for o in outcomes.values()), outcomes
+    assert unfinished(app) == WAITING + 1  # each admitted exactly once
