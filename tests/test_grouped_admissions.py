@@ -4,19 +4,26 @@ its own caller, a key given twice admitted once, and a failed commit storing not
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
+import hypothesis
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from application.bootstrap import Dreaming
+from application.grouped_admissions import Admitting
 from domain.dream_queue import DreamQueue
 from domain.dream_run import DreamRun
 from domain.errors import CapacityExceededError, DomainError, WriteConflictError
 from domain.ids import dream_run_aggregate_id
 from domain.policy import Caller
+from tests.property_support import STORED
 from tests.test_hot_scope import request
 from tests.test_workers import seed_scope
 
@@ -158,3 +165,56 @@ def test_a_failed_batch_stores_nothing_and_every_admission_re_runs(
     assert failed == [WAITING]
     assert all(not isinstance(o, Exception) for o in outcomes.values()), outcomes
     assert unfinished(app) == WAITING + 1  # each admitted exactly once
+
+
+# -- a property: one batch decides exactly as the admissions would one after the other -------
+
+BATCH = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2)), min_size=1, max_size=8)
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+@hypothesis.settings(STORED, max_examples=25)
+@given(batch=BATCH, capacity=st.integers(1, 5), earlier=st.integers(0, 2))
+def test_a_batch_decides_like_its_admissions_in_order(
+        app: Dreaming, batch: list[tuple[int, int]], capacity: int, earlier: int) -> None:
+    scope_id = f"s{next(SCOPES)}"
+    seed_scope(app, scope_id)
+    app.records.change_scope_settings(caller(0), scope_id,
+                                      {"dream_max_pending_per_scope": max(capacity, earlier)})
+    for n in range(earlier):
+        app.runs.request_dream(caller(9), scope_id, request(f"earlier-{n}"))
+    app.records.change_scope_settings(caller(0), scope_id,
+                                      {"dream_max_pending_per_scope": capacity})
+    waiting = [admitting(app, scope_id, who, f"k{key}") for who, key in batch]
+    app.runs.grouped._waiting[scope_id] = waiting[:-1]
+    with suppress(DomainError):  # the leader's own outcome is checked with the others'
+        app.runs.grouped.admit(scope_id, waiting[-1])
+    # The model: in order, a key met earlier in the batch re-runs, a full queue refuses.
+    unfinished, keys = earlier, set()
+    for (who, key), outcome in zip(batch, waiting, strict=True):
+        assert outcome.settled.is_set()
+        if (who, key) in keys:
+            assert isinstance(outcome.error, WriteConflictError)
+        elif unfinished >= capacity:
+            assert isinstance(outcome.error, CapacityExceededError)
+        else:
+            assert outcome.error is None
+            keys.add((who, key))
+            unfinished += 1
+            history = app.store.history(outcome.run_id)
+            assert [event.acted_by for event in history] == [f"svc-{who}"]
+    queue: DreamQueue = app.store.find(DreamQueue.create_id(scope_id))
+    assert queue.unfinished == unfinished
+
+
+SCOPES = itertools.count()
+
+
+def admitting(app: Dreaming, scope_id: str, who: int, key: str) -> Admitting:
+    """An admission as ``request_dream`` hands it to the batch, its evidence checked."""
+    acting, wanted = caller(who), request(key)
+    scope = app.records.get_scope(acting, scope_id)
+    evidence = app.runs.check_evidence(acting, scope, wanted)
+    run_id = dream_run_aggregate_id(scope_id, app.runs.run_id_for(acting, scope_id, wanted))
+    return Admitting(run_id, evidence.read, acting, lambda queue: app.runs.admit_checked(
+        acting, scope, queue, wanted, evidence))
