@@ -76,12 +76,18 @@ class ScopeGate:
         """The scope, as :meth:`scope_for` answers it, and other aggregates of the scope
         (``None``: no events), read in the same round trip; the caller uses those only once
         the scope let it act."""
+        scope, found = self.load_with(scope_id, also)
+        self.policy.check(caller, scope, action)
+        return scope, found
+
+    def load_with(self, scope_id: str, also: Mapping[UUID, type[Aggregate]]
+                  ) -> tuple[Scope, dict[UUID, Any]]:
+        """The scope, as :meth:`load` answers it, and other aggregates read with it."""
         scope_key = scope_aggregate_id(check_scope_id(scope_id))
         found = self.store.find_many({**also, scope_key: Scope})
         scope: Scope | None = found.pop(scope_key)
         if scope is None:
             raise scope_not_found(scope_id)
-        self.policy.check(caller, scope, action)
         return scope, found
 
     def check_principal_known(self, name: str) -> None:

@@ -181,15 +181,17 @@ class DreamRuns:
     def pinned_evidence(self, run: DreamRun) -> tuple[Resolution, StoreEvidenceReader]:
         """The run's evidence now, against its frozen manifest if it has one; and what was
         read. Background work acts as the requester, with the requester's current rights."""
-        scope = self.gate.load(run.scope_id)
+        request = run.request
+        scope, found = self.gate.load_with(run.scope_id, addresses(
+            run.scope_id, direct_references(request)))  # in one round trip
         requester = self.requester_of(run)
         try:
             self.policy.check(requester, scope, Action.CONTRIBUTE)
         except (ForbiddenError, ScopeNotFoundError) as refused:
             raise AccessRevokedError("the requester may no longer contribute here",
                                      principal=requester.name) from refused
-        reader = StoreEvidenceReader(self.store, self.policy, scope, requester)
-        request, pinned = run.request, run.manifest
+        reader = StoreEvidenceReader(self.store, self.policy, scope, requester, found)
+        pinned = run.manifest
         resolution = resolve(reader, sources=request.sources, artifacts=request.artifacts,
                              memory_citations=request.memory_citations, budget=run.budget,
                              include_memory_text=request.operation != DreamOperation.DERIVE_SKILL,

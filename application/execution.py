@@ -305,8 +305,8 @@ class DreamExecutor:
         _, record = self._proposal_record(run)
         if record is None:  # never proposed over these inputs
             return False
-        candidate: Candidate = self.store.repository.get(
-            Candidate.create_id(run.scope_id, record.candidate_id))
+        candidate: Candidate = self.store.find(
+            Candidate.create_id(run.scope_id, record.candidate_id), Candidate)
         if candidate.candidate_version != 1 or candidate.status == CandidateStatus.APPROVED:
             return False  # edited or approved: a fresh proposal is worth a model call
         with self.runs.queues.turn(run.scope_id) as queue:

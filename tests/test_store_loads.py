@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from adapters.generators.factory import GeneratorRegistry
 from application.bootstrap import Dreaming
+from application.execution import DreamExecutor
 from application.store import EventStore
 from domain.dream_queue import DreamQueue
 from domain.errors import ScopeNotFoundError
@@ -15,6 +17,7 @@ from domain.ids import source_aggregate_id
 from domain.policy import LOCAL
 from domain.scope import Scope
 from domain.source import Source
+from tests.dream_support import ScriptedModel
 from tests.test_hot_scope import request
 from tests.test_workers import admit, seed_scope
 
@@ -180,3 +183,24 @@ def test_an_admission_reads_its_scope_its_key_and_its_evidence_in_two_round_trip
 
 def run_id_of(app: Dreaming, key: str) -> str:
     return app.runs.run_id_for(LOCAL, "s", request(key))
+
+
+def test_a_worker_reads_the_scope_with_the_runs_evidence_and_a_candidate_from_its_events(
+        app: Dreaming, store_reads: list[str]) -> None:
+    seed_scope(app, "s")
+    first, second = (app.runs.request_dream(LOCAL, "s", request(key)).value.run.run_id
+                     for key in ("first", "second"))
+    executor = DreamExecutor(app.runs, GeneratorRegistry(ScriptedModel()), 60.0)
+    for run_id in (first, second):
+        store_reads.clear()
+        attempt = executor.claim("s", run_id)
+        assert attempt is not None
+        finished = executor.execute(attempt)
+        assert finished is not None
+        assert finished.status == "succeeded"
+    # The second run reuses the first one's proposal (same evidence): its run, the held
+    # queue's refresh, the scope with the requested Experience, the Sources of its lineage,
+    # the proposal record, the earlier Candidate (no snapshot lookup), the queue again, and
+    # the run as stored. Ten reads before.
+    assert len(store_reads) == 8, store_reads
+    assert "snapshot" not in store_reads
