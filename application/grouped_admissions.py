@@ -73,7 +73,7 @@ class GroupedAdmissions:
         with self._guard:
             self._waiting.setdefault(scope_id, []).append(admitting)
         with self.queues.turns.of(scope_id):
-            if not admitting.settled.is_set():
+            while not admitting.settled.is_set():  # more than a batch may be waiting before it
                 with self.queues.holding(scope_id) as queue:
                     self._commit_batch(scope_id, queue)
         return admitting.outcome()

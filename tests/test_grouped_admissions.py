@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from application import grouped_admissions
 from application.bootstrap import Dreaming
 from application.grouped_admissions import Admitting
 from domain.dream_queue import DreamQueue
@@ -218,3 +219,16 @@ def admitting(app: Dreaming, scope_id: str, who: int, key: str) -> Admitting:
     run_id = dream_run_aggregate_id(scope_id, app.runs.run_id_for(acting, scope_id, wanted))
     return Admitting(run_id, evidence.read, acting, lambda queue: app.runs.admit_checked(
         acting, scope, queue, wanted, evidence))
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_more_admissions_than_a_batch_are_committed_batch_after_batch(
+        app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grouped_admissions, "MAX_BATCH", 2)
+    seed_scope(app, "s")
+    waiting = [admitting(app, "s", 0, f"k{n}") for n in range(5)]
+    app.runs.grouped._waiting["s"] = waiting[:-1]
+    run, _ = app.runs.grouped.admit("s", waiting[-1])  # the last of three batches
+    assert run.id == waiting[-1].run_id
+    assert all(outcome.error is None for outcome in waiting)
+    assert unfinished(app) == 5
