@@ -9,8 +9,11 @@ stored after its version (a worker's claim or finish, another process's admissio
 commit's version check still refuses a writer that lands in between. A turn that ends without
 a clean commit drops the queue, so a failed command never leaves its changes behind.
 
-The turn is the store's too where it offers one (processes on one SQLite file wait for each
-other on a lock file), so admissions from several processes queue up instead of racing.
+The turn is the store's too where it offers one (the processes of one host that share a data
+directory wait for each other on a lock file), so admissions from several processes queue up
+instead of racing. Admissions, a worker's claims, renewals and finishes, and automatic
+admissions all take it; requested admissions that wait for it are committed together by its
+holder (:mod:`application.grouped_admissions`).
 """
 
 from __future__ import annotations
