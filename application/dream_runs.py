@@ -40,7 +40,6 @@ from domain.ids import EvidenceRef, dream_run_aggregate_id, dream_run_id
 from domain.policy import LOCAL, Caller
 from domain.principal import SERVICE_PREFIX, Principal
 from domain.scope import Scope
-from domain.text import check_scope_id
 
 PROMPT_VERSION = "artifact-dreaming.dream.v1"
 DEFAULT_MAX_PENDING = 32
@@ -90,8 +89,7 @@ class DreamRuns:
     def request_dream(self, caller: Caller, scope_id: str,
                       request: DreamRequest) -> Written[Admission]:
         # One round trip reads the scope, the run this key names, and the direct evidence.
-        run_key = dream_run_aggregate_id(
-            check_scope_id(scope_id), self.run_id_for(caller, scope_id, request))
+        run_key = dream_run_aggregate_id(scope_id, self.run_id_for(caller, scope_id, request))
         direct = addresses(scope_id, direct_references(request))
         scope, found = self.gate.scope_with(caller, scope_id, Action.READ,
                                             {**direct, run_key: DreamRun})
@@ -124,7 +122,8 @@ class DreamRuns:
         if not self.dream_enabled:
             raise CapabilityUnavailableError("Dream runs are disabled in this deployment")
         reader = StoreEvidenceReader(self.store, self.policy, scope, caller, read)
-        reader.read_ahead(direct_references(request))
+        if read is None:  # else read with the scope already
+            reader.read_ahead(direct_references(request))
         reader.check_target_head(request.target)
         budget = effective_budget(scope.settings)
         resolve(reader, sources=request.sources, artifacts=request.artifacts,
