@@ -127,7 +127,9 @@ def test_sigusr1_prints_every_threads_stack_and_the_worker_goes_on(
         wait_for(lambda: "dream worker:" in log.read_text(errors="replace"))
         worker.send_signal(signal.SIGUSR1)
         wait_for(lambda: " in _dispatch" in log.read_text(errors="replace"), timeout=10)
-        assert "Thread 0x" in log.read_text(errors="replace")  # every thread, not only one
+        stacks = log.read_text(errors="replace")
+        assert "'MainThread'" in stacks  # every thread, each by name, not only one
+        assert "'dream-dispatcher'" in stacks
         time.sleep(0.5)
         assert worker.poll() is None
     finally:
