@@ -23,6 +23,7 @@ from psycopg.sql import SQL, Identifier
 
 from projections.base import Datastore, ProjectionView
 from projections.dialect import POSTGRES, SQLITE, ViewCursor
+from projections.rendered_sql import RenderedStatements
 
 TRACKING_SUFFIX = "_tracking"
 
@@ -87,7 +88,8 @@ class SerialisedSchema(PostgresRecorder):
         super()._create_table(curs)
 
 
-class PostgresProjectionView(SerialisedSchema, PostgresTrackingRecorder, ProjectionView, ABC):
+class PostgresProjectionView(RenderedStatements, SerialisedSchema, PostgresTrackingRecorder,
+                             ProjectionView, ABC):
     """A view in the write model's database; its tables share the projection's name prefix.
 
     The library names the tracking table ``<projection name>_tracking``; this view's tables are

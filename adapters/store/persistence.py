@@ -32,7 +32,7 @@ from eventsourcing.postgres import (
 )
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 from eventsourcing.utils import Environment, EnvType
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Identifier
 
 from adapters.settings import Settings
 from adapters.store.file_turns import FileTurns
@@ -41,6 +41,7 @@ from application.bootstrap import Dreaming
 from application.ports import EventsOfMany, ReadSetChangedError
 from application.store import EventStore
 from projections.backends import SerialisedSchema
+from projections.rendered_sql import RenderedNotifications, RenderedStatements, rendered
 
 ReadSet = Mapping[UUID, int]
 TURNS_DIR = "DREAM_TURNS_DIR"
@@ -187,14 +188,14 @@ def _once(method: Callable[..., Any]) -> Callable[..., Any]:
     return undecorated
 
 
-class OnceSnapshotRecorder(SerialisedSchema, PostgresAggregateRecorder):
+class OnceSnapshotRecorder(RenderedStatements, SerialisedSchema, PostgresAggregateRecorder):
     """The snapshot store's recorder, its calls tried once like the events'."""
 
     insert_events = _once(PostgresAggregateRecorder.insert_events)
-    select_events = _once(PostgresAggregateRecorder.select_events)
 
 
-class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRecorder):
+class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema,
+                                         PostgresApplicationRecorder):
     supports_read_set = True
     store_kind = "postgres"
 
@@ -206,44 +207,32 @@ class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRe
         would hold a connection and cost two round trips per command: ADR-0019, ADR-0020)."""
         return nullcontext() if self.turns is None else self.turns.of(key)
 
-    # Tried once (see ``_once``).
-    select_events = _once(PostgresApplicationRecorder.select_events)
-    select_notifications = _once(PostgresApplicationRecorder.select_notifications)
+    # Tried once (see ``_once``); ``select_events`` and ``select_notifications`` are
+    # ``RenderedNotifications``'.
     max_notification_id = _once(PostgresApplicationRecorder.max_notification_id)
 
     def position_of(self, originator_id: UUID, version: int) -> int | None:
-        statement = SQL("SELECT notification_id FROM {0}.{1} "
-                        "WHERE originator_id = %s AND originator_version = %s").format(
-            Identifier(self.datastore.schema), Identifier(self.events_table_name))
         # One autocommit statement: no BEGIN and ROLLBACK round trips around it.
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, (originator_id, version))
+            curs.execute(self._statements["position"], (originator_id, version))
             row = curs.fetchone()
         return None if row is None else int(row["notification_id"])
 
     def select_events_and_position(self, originator_id: UUID, lte: int | None = None
                                    ) -> tuple[list[StoredEvent], int | None]:
-        statement = SQL("SELECT originator_version, topic, state, notification_id FROM {0}.{1} "
-                        "WHERE originator_id = %s").format(
-            Identifier(self.datastore.schema), Identifier(self.events_table_name))
-        params: list[Any] = [originator_id]
-        if lte is not None:
-            statement += SQL(" AND originator_version <= %s")
-            params.append(lte)
+        params: list[Any] = [originator_id] if lte is None else [originator_id, lte]
+        statement = self._statements["events" if lte is None else "events_through"]
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement + SQL(" ORDER BY originator_version"), params, prepare=True)
+            curs.execute(statement, params, prepare=True)
             rows = curs.fetchall()
         return _with_position(originator_id, [
             (r["originator_version"], r["topic"], bytes(r["state"]), r["notification_id"])
             for r in rows])
 
     def select_events_of_many(self, originator_ids: Sequence[UUID]) -> EventsOfMany:
-        statement = SQL("SELECT originator_id, originator_version, topic, state, notification_id "
-                        "FROM {0}.{1} WHERE originator_id = ANY(%s) "
-                        "ORDER BY originator_id, originator_version").format(
-            Identifier(self.datastore.schema), Identifier(self.events_table_name))
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, (list(originator_ids),), prepare=True)
+            curs.execute(self._statements["events_of_many"], (list(originator_ids),),
+                         prepare=True)
             rows = curs.fetchall()
         return _grouped(originator_ids, [
             (r["originator_id"], r["originator_version"], r["topic"], bytes(r["state"]),
@@ -261,7 +250,7 @@ class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRe
             if read_set:
                 # Locked first, so no other writer can commit between this read and our commit.
                 self._lock_table(versions)
-                versions.execute(self._versions_statement, (list(read_set),), prepare=True)
+                versions.execute(self._statements["versions"], (list(read_set),), prepare=True)
             if stored_events:
                 self._insert_stored_events(inserted, stored_events, **kwargs)
             # An IntegrityError (a version already taken) is raised here, and an exception
@@ -277,10 +266,25 @@ class ReadSetPostgresApplicationRecorder(SerialisedSchema, PostgresApplicationRe
             return self._fetch_ids_after_insert_events(inserted, stored_events, **kwargs)
 
     @cached_property
-    def _versions_statement(self) -> Composed:
-        return SQL("SELECT originator_id, MAX(originator_version) AS version FROM {0}.{1} "
-                   "WHERE originator_id = ANY(%s) GROUP BY originator_id").format(
-            Identifier(self.datastore.schema), Identifier(self.events_table_name))
+    def _statements(self) -> dict[str, bytes]:
+        """This recorder's own statements, rendered once (see ``RenderedStatements``)."""
+        table = SQL("{0}.{1}").format(Identifier(self.datastore.schema),
+                                      Identifier(self.events_table_name))
+        events = SQL("SELECT originator_version, topic, state, notification_id FROM {0} "
+                     "WHERE originator_id = %s").format(table)
+        order = SQL(" ORDER BY originator_version")
+        return {name: rendered(statement) for name, statement in {
+            "position": SQL("SELECT notification_id FROM {0} "
+                            "WHERE originator_id = %s AND originator_version = %s").format(table),
+            "events": events + order,
+            "events_through": events + SQL(" AND originator_version <= %s") + order,
+            "events_of_many": SQL(
+                "SELECT originator_id, originator_version, topic, state, notification_id "
+                "FROM {0} WHERE originator_id = ANY(%s) "
+                "ORDER BY originator_id, originator_version").format(table),
+            "versions": SQL("SELECT originator_id, MAX(originator_version) AS version FROM {0} "
+                            "WHERE originator_id = ANY(%s) GROUP BY originator_id").format(table),
+        }.items()}
 
 
 class DreamPostgresFactory(PostgresFactory):
