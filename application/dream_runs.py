@@ -163,19 +163,29 @@ class DreamRuns:
     # -- a run's evidence, for its worker ------------------------------------------------------
 
     def resolve_run_evidence(self, run: DreamRun, attempt: int) -> Resolution:
+        """Resolve a running run's evidence with its requester's current rights, and commit
+        the manifest the first resolution freezes (see ``freeze_run_evidence``)."""
+        resolution, read = self.freeze_run_evidence(run, attempt)
+        if read is not None:
+            self.store.commit(run, read=read)
+        return resolution
+
+    def freeze_run_evidence(self, run: DreamRun, attempt: int
+                            ) -> tuple[Resolution, list[Aggregate] | None]:
         """Resolve a running run's evidence with its requester's current rights.
 
-        The first resolution freezes the manifest on the run (``ManifestFrozen``); every later
-        attempt must reproduce it exactly, or fails ``evidence_unavailable``: a run never
-        switches to the latest evidence.
+        The first resolution freezes the manifest on the run (``ManifestFrozen``), not yet
+        committed: the evidence read, which the commit must find unmoved, comes with it
+        (``None``: nothing was frozen). Every later attempt must reproduce the manifest
+        exactly, or fails ``evidence_unavailable``: a run never switches to the latest evidence.
         """
         run.check_attempt(attempt)
         resolution, reader = self.pinned_evidence(run)
-        if run.manifest is None:
-            manifest = resolution.manifest
-            run.freeze_manifest(attempt, manifest.to_dict(), manifest.digest)
-            self.store.commit(run, read=reader.read_set)
-        return resolution
+        if run.manifest is not None:
+            return resolution, None
+        manifest = resolution.manifest
+        run.freeze_manifest(attempt, manifest.to_dict(), manifest.digest)
+        return resolution, reader.read_set
 
     def pinned_evidence(self, run: DreamRun) -> tuple[Resolution, StoreEvidenceReader]:
         """The run's evidence now, against its frozen manifest if it has one; and what was

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 
+from eventsourcing.domain import Aggregate
+
 from application.dream_runs import DreamRuns
 from application.generation import (
     GenerationFailedError,
@@ -157,14 +159,22 @@ class DreamExecutor:
     # -- executing -----------------------------------------------------------------------------
 
     def execute(self, attempt: Attempt) -> DreamRun | None:
-        """Run one claimed attempt to a terminal state or a requeue; ``None`` if superseded."""
+        """Run one claimed attempt to a terminal state or a requeue, and read the run back;
+        ``None`` if superseded."""
+        if not self.run_attempt(attempt):
+            return None
+        return self.runs.existing_run(attempt.run.scope_id, attempt.run.run_id)
+
+    def run_attempt(self, attempt: Attempt) -> bool:
+        """``execute`` without reading the run back (a worker does not need it); ``False`` if
+        superseded."""
         try:
             self._attempt(attempt)
         except (AttemptConflictError, RunTerminalError, WriteConflictError):
             # Worth an operator's eye: a worker stalled past its lease and its work was redone.
             log.warning("attempt %s of run %s was superseded; its outcome is discarded",
                         attempt.number, attempt.run.run_id)
-            return None
+            return False
         except TransientGenerationError as error:
             self._retry_or_fail(attempt, "generation_failed", str(error))
         except (GenerationOutputError, InvalidGenerationOutputError) as error:
@@ -180,16 +190,18 @@ class DreamExecutor:
         except Exception as error:
             log.exception("run %s failed unexpectedly", attempt.run.run_id)
             self._fail(attempt, "generation_failed", type(error).__name__)
-        return self.runs.existing_run(attempt.run.scope_id, attempt.run.run_id)
+        return True
 
     def _attempt(self, attempt: Attempt) -> None:
         run, number = attempt.run, attempt.number
         generator = self._pinned_generator(run)
-        resolution = self.runs.resolve_run_evidence(run, number)
-        if self._reuse_earlier_proposal(attempt):
+        # A first attempt's manifest is committed with what follows it, checked against the
+        # evidence read: one write fewer per run.
+        resolution, read = self.runs.freeze_run_evidence(run, number)
+        if self._reuse_earlier_proposal(attempt, read or []):
             return
         run.count_model_call(number)  # counted before the call: an unconfirmed call counts
-        self.store.commit(run)
+        self.store.commit(run, read=read or [])
         with self._heartbeat(attempt) as heartbeat:
             result = generator.generate(self._input(attempt, resolution))
         if heartbeat.lost:
@@ -299,8 +311,9 @@ class DreamExecutor:
             return
         self._propose(attempt, plan, family, target, selection)
 
-    def _reuse_earlier_proposal(self, attempt: Attempt) -> bool:
-        """Answer from this principal's earlier Candidate over the same evidence, if unedited."""
+    def _reuse_earlier_proposal(self, attempt: Attempt, evidence: list[Aggregate]) -> bool:
+        """Answer from this principal's earlier Candidate over the same evidence, if unedited
+        (``evidence``: what a manifest frozen just now was read from)."""
         run = attempt.run
         _, record = self._proposal_record(run)
         if record is None:  # never proposed over these inputs
@@ -318,7 +331,7 @@ class DreamExecutor:
                     run, queue, attempt.number, RunOutcome.NO_CHANGE,
                     "An unchanged proposal over the same evidence was already rejected.",
                     self.clock(), reused=True)
-            self.store.commit(run, queue, read=[record, candidate])
+            self.store.commit(run, queue, read=[record, candidate, *evidence])
         return True
 
     def _proposal_record(self, run: DreamRun) -> tuple[str, ProposalRecord | None]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 
 from adapters.generators.factory import GeneratorRegistry
 from application.bootstrap import Dreaming
@@ -97,6 +98,29 @@ def test_a_memory_dream_proposes_with_exact_provenance(world: Dreaming,
     assert "UNSELECTED_SIBLING_SENTINEL" not in seen
     assert model.calls[0].target_evidence_id is None
     assert queue_is_empty(world)
+
+
+def test_a_first_attempt_writes_the_run_four_times(world: Dreaming, model: ScriptedModel,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claim; the frozen manifest with the counted model call, before the call; the usage;
+    the outcome with its Candidate. Each write is one transaction of these events."""
+    run_id = admit(world, "k")
+    run_aggregate = world.runs.get_dream(LOCAL, "s", run_id).id
+    writes: list[list[str]] = []
+    insert_events = world.store.recorder.insert_events
+
+    def recorded(stored: Sequence[StoredEvent], **kwargs: Any) -> Any:
+        writes.append([event.topic.rpartition(".")[2] for event in stored
+                       if event.originator_id == run_aggregate])
+        return insert_events(stored, **kwargs)
+
+    monkeypatch.setattr(world.store.recorder, "insert_events", recorded)
+    run = run_once(executor_for(world, model), run_id)
+    assert (run.status, run.outcome) == ("succeeded", "proposed")
+    assert writes == [["AttemptStarted"],
+                      ["ManifestFrozen", "UsageRecorded"],  # the call counted before it is made
+                      ["UsageRecorded"],  # what the provider reported
+                      ["Succeeded"]]
 
 
 def test_unknown_evidence_fails_without_a_candidate(world: Dreaming,
@@ -346,6 +370,9 @@ def test_an_unchanged_pending_proposal_is_reused_without_a_model_call(
     assert again.candidate == first.candidate
     assert again.model_calls == 0
     assert len(model.calls) == 1
+    # The reused answer was committed with the manifest it was matched on.
+    assert again.manifest is not None
+    assert again.manifest == first.manifest
 
 
 def test_an_unchanged_rejected_proposal_answers_no_change(world: Dreaming,

@@ -406,8 +406,9 @@ class FlakyStore:
         self.calls["claim"] += 1
         return self.attempt
 
-    def execute(self, attempt: Any) -> None:
+    def run_attempt(self, attempt: Any) -> bool:
         self._maybe_fail("execute")
+        return True
 
     def resume(self, attempt: Any) -> Any:
         self._maybe_fail("resume")

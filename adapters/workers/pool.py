@@ -280,7 +280,7 @@ class WorkerPool:
         current: Attempt | None = attempt
         while current is not None:
             try:
-                self.executor.execute(current)
+                self.executor.run_attempt(current)
             except OUTAGE_ERRORS as error:
                 log.warning("run %s: the store is unavailable (%s); attempt %s resumes when it "
                             "answers", attempt.run.run_id, type(error).__name__, attempt.number)
