@@ -11,6 +11,7 @@ can never share an id the way a naive ``"_".join`` would (ADR-0002).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from uuid import UUID, uuid5
 
 from domain.canonical import canonical_json, sha256_hex
@@ -31,6 +32,13 @@ EvidenceRef = SourceRef | ArtifactRef | MemoryCitation
 # -- aggregate ids -------------------------------------------------------------------------------
 
 
+# A command names the same aggregates again and again (its scope, its evidence, its run), and
+# each name costs a canonical JSON and a SHA-1: the last ones are remembered (pure, bounded;
+# typed, so ``1`` and ``True``, which encode differently, are never one key).
+IDS_REMEMBERED = 8192
+
+
+@lru_cache(maxsize=IDS_REMEMBERED, typed=True)
 def aggregate_id(kind: str, scope_id: str, *natural_key: str | int) -> UUID:
     return uuid5(ID_NAMESPACE, canonical_json([kind, scope_id, *natural_key]))
 

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+from uuid import uuid5
 
 import hypothesis
 import pytest
@@ -27,7 +28,7 @@ from domain.errors import AccessRevokedError, DomainError, EvidenceLimitExceeded
 from domain.evidence.manifest import TRANSFORM_VERSION, EvidenceManifest
 from domain.evidence.resolution import Resolution, resolve
 from domain.evidence.selection import NeedsEvidence, select_evidence
-from domain.ids import EvidenceRef, evidence_id
+from domain.ids import ID_NAMESPACE, EvidenceRef, aggregate_id, evidence_id
 from domain.refs import (
     EXPERIENCE,
     MEMORY,
@@ -234,6 +235,15 @@ def test_three_memories_and_an_experience_sharing_one_source_keep_one_root() -> 
     assert select_evidence(resolution.manifest, [evidence_id(root)], family=EXPERIENCE) == (
         Lineage(sources=(root,), artifacts=(experience,),
                 memory_citations=(first, second, third)))
+
+
+def test_an_aggregate_id_is_uuid5_of_its_canonical_key_however_often_it_is_asked() -> None:
+    """Ids are remembered, never changed by it: the formula holds on a repeat, and keys
+    that encode differently (``1`` and ``True``) never share a remembered id."""
+    expected = uuid5(ID_NAMESPACE, canonical_json(["source", "s", "task", "t1"]))
+    assert [aggregate_id("source", "s", "task", "t1") for _ in range(3)] == [expected] * 3
+    assert aggregate_id("artifact", "s", 1) == uuid5(ID_NAMESPACE, '["artifact","s",1]')
+    assert aggregate_id("artifact", "s", True) == uuid5(ID_NAMESPACE, '["artifact","s",true]')
 
 
 def test_a_preference_entry_without_sources_needs_evidence() -> None:
