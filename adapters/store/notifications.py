@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from contextlib import suppress
+from functools import partial
 from threading import Event, Lock, Thread
 from typing import Any, ClassVar, Protocol
 
@@ -141,13 +142,23 @@ class ListenHub:
                                               for channel in new))
             listening.update(new)
         for listener in joined:
-            listener.on_connect()
+            _call(listener, "on_connect", listener.on_connect)
 
     def _deliver(self, channel: str) -> None:
         with self._lock:
             listeners = [listener for listener in self._listeners if channel in listener.channels]
         for listener in listeners:
-            listener.on_notify(channel)
+            _call(listener, f"on_notify({channel})", partial(listener.on_notify, channel))
+
+
+def _call(listener: Listener, what: str, callback: Callable[[], None]) -> None:
+    """A listener's callback, alone: one that raises is logged by the listener's name, and
+    neither the others nor the shared connection (which would listen again for everyone)
+    suffer from it."""
+    try:
+        callback()
+    except Exception:
+        logger.exception("listener %s failed in %s", listener.name, what)
 
 
 def _pool_kwargs(recorder: PostgresApplicationRecorder) -> dict[str, Any]:
