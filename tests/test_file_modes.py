@@ -13,9 +13,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from adapters.settings import Settings
-from adapters.store.persistence import open_dreaming
+from adapters.store.persistence import open_dreaming, private_sqlite_file
 from adapters.store.projection_runtime import start_projection
 from domain.policy import LOCAL
 from projections.catalog import READ_MODELS
@@ -92,3 +95,24 @@ def test_a_store_created_with_looser_modes_is_tightened_when_opened(tmp_path: Pa
         assert_private(data)
     finally:
         app.close()
+
+
+def test_a_companion_file_removed_while_opening_is_no_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process closing its last connection removes the -wal and -shm files whenever it
+    does: one that is gone by the time of its chmod needs no tightening, and opening goes on."""
+    database = tmp_path / "views" / "runs.sqlite3"
+    database.parent.mkdir(mode=0o700)
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / "views" / f"runs.sqlite3{suffix}").touch(0o644)
+    chmod = os.chmod
+
+    def removed_just_before(path: Any, mode: int) -> None:
+        if str(path).endswith(("-wal", "-shm")):
+            Path(path).unlink()  # the other process's close, between the look and the chmod
+        chmod(path, mode)
+
+    monkeypatch.setattr(os, "chmod", removed_just_before)
+    assert private_sqlite_file(database) == str(database)
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+    assert sorted(p.name for p in database.parent.iterdir()) == ["runs.sqlite3"]

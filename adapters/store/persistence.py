@@ -363,9 +363,10 @@ def private_sqlite_file(path: Path) -> str:
     private_dir(path.parent)
     os.close(os.open(path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE_MODE))
     for suffix in _SQLITE_FILES:
-        companion = path.with_name(path.name + suffix)
-        if companion.exists():
-            _restrict(companion, PRIVATE_FILE_MODE)
+        # Another process closing its last connection may remove the file at any moment: one
+        # gone before its chmod needs no tightening.
+        with suppress(FileNotFoundError):
+            _restrict(path.with_name(path.name + suffix), PRIVATE_FILE_MODE)
     return str(path)
 
 
