@@ -4,6 +4,7 @@ position a response shows, and the ``/v1`` error responses."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any, TypeVar
 
@@ -64,14 +65,40 @@ def caller_of(app: Dreaming, token: str | None,
     return app.access.authenticate(token)
 
 
-def authenticated(request: Request, credentials: Annotated[
-        HTTPAuthorizationCredentials | None, Security(bearer)]) -> Caller:
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
+
+
+def authenticated(request: Request, credentials: Credentials) -> Caller:
     return caller_of(dreaming_of(request),
                      None if credentials is None else credentials.credentials)
 
 
+@dataclass(frozen=True)
+class Bearer:
+    """A request's bearer token, authenticated by the route itself on its own worker thread.
+
+    As a synchronous dependency (``As``), authentication takes a worker thread of its own
+    before the route takes another: a thread hop per request, about a quarter of a
+    millisecond, on the hottest routes. A shape error in the body (422) is found before the
+    route runs; the error handler authenticates first, so a bad token still answers 401."""
+
+    app: Dreaming
+    token: str | None
+
+    def caller(self) -> Caller:
+        return caller_of(self.app, self.token)
+
+
+async def bearer_of(request: Request, credentials: Credentials) -> Bearer:
+    """The request's ``Bearer`` (``async``, no I/O: resolved on the event loop)."""
+    found = Bearer(dreaming_of(request), None if credentials is None else credentials.credentials)
+    request.state.authenticate_first = found.caller
+    return found
+
+
 App = Annotated[Dreaming, Depends(deployment)]
 As = Annotated[Caller, Depends(authenticated)]
+Bearing = Annotated[Bearer, Depends(bearer_of)]
 After = Annotated[int | None, Query(
     description="An event position the answer must include. Every read-model read already "
                 "waits for every event recorded before the request arrived; `after` is "

@@ -141,8 +141,17 @@ def _problem(_: Request, error: Exception) -> JSONResponse:
     return problem_response(problem_of(error))
 
 
-def _validation_error(_: Request, error: Exception) -> JSONResponse:
+def _validation_error(request: Request, error: Exception) -> JSONResponse:
+    """A body of the wrong shape (422), unless a route that authenticates by itself
+    (``dependencies.Bearer``) would have refused the caller first: that answer wins, as it
+    does on every other route (on a worker thread: authentication reads the store)."""
     assert isinstance(error, RequestValidationError)
+    authenticate_first = getattr(request.state, "authenticate_first", None)
+    if authenticate_first is not None:
+        try:
+            authenticate_first()
+        except Exception as refusal:
+            return problem_response(problem_of(refusal))
     return problem_response(shape_problem(error.errors()))
 
 

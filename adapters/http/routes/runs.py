@@ -6,7 +6,16 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 
-from adapters.http.dependencies import After, App, As, answered, read_view, reading, shown
+from adapters.http.dependencies import (
+    After,
+    App,
+    As,
+    Bearing,
+    answered,
+    read_view,
+    reading,
+    shown,
+)
 from adapters.http.schemas import (
     AutoDreamStatusView,
     CreateDreamRun,
@@ -31,8 +40,9 @@ router = APIRouter()
     429: {"model": ErrorResponse, "description": "Too many unfinished runs in the scope"},
     503: {"model": ErrorResponse, "description": "Dream runs are unavailable"}})
 def request_dream(scope_id: str, body: CreateDreamRun, request: Request, app: App,
-                  caller: As) -> Response:
+                  bearer: Bearing) -> Response:
     """Admit a run (202 with Location), or replay the run this idempotency key names."""
+    caller = bearer.caller()
     view = admit_dream(app, getattr(request.app.state, "workers", None), caller, scope_id, body)
     location = f"/v1/scopes/{quote(view.scope_id)}/dream/{view.run_id}"
     return answered(view, 200 if view.terminal else 202, {"Location": location})
@@ -76,8 +86,8 @@ def auto_dream_status(scope_id: str, request: Request, response: Response, app: 
 
 
 @router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"], response_model=DreamRunView)
-def get_dream(scope_id: str, run_id: str, app: App, caller: As) -> Response:
-    return answered(run_view(app, caller, scope_id, run_id))
+def get_dream(scope_id: str, run_id: str, app: App, bearer: Bearing) -> Response:
+    return answered(run_view(app, bearer.caller(), scope_id, run_id))
 
 
 def run_view(app: Dreaming, caller: Caller, scope_id: str, run_id: str) -> DreamRunView:
