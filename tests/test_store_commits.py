@@ -52,6 +52,32 @@ def test_a_checked_commit_waits_once_before_committing(app: Dreaming,
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("settings", ["postgres"], indirect=True)
+def test_a_checked_commit_asks_for_the_tables_lock_once(app: Dreaming,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    app.records.create_scope(LOCAL, "s")
+    app.records.create_scope(LOCAL, "t")
+    read = app.records.get_scope(LOCAL, "s")
+    changed = app.records.get_scope(LOCAL, "t")
+    changed.change_settings({"max_items": 8})
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def recorded(self: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        text = query if isinstance(query, str | bytes) else query.as_string(self)
+        sent.append(text.decode() if isinstance(text, bytes) else text)
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", recorded)
+    app.store.commit(changed, read=[read])
+    assert [s for s in sent if s.startswith("LOCK TABLE")] == [
+        'LOCK TABLE "public"."dreaming_events" IN EXCLUSIVE MODE']
+    # The versions are read under the lock: after it, in the same transaction.
+    locked = next(i for i, s in enumerate(sent) if s.startswith("LOCK TABLE"))
+    assert any("MAX(originator_version)" in s for s in sent[locked:])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("settings", ["postgres"], indirect=True)
 def test_a_moved_read_set_still_stores_nothing(app: Dreaming) -> None:
     app.records.create_scope(LOCAL, "s")
     app.records.create_scope(LOCAL, "t")

@@ -241,18 +241,26 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
     def insert_events(self, stored_events: Sequence[StoredEvent], *,
                       read_set: ReadSet | None = None, **kwargs: Any) -> Sequence[int] | None:
         """Insert in one transaction that checks the read set, with one round trip before the
-        commit: the lock, the read set's versions and the insert go in one pipeline. (The
+        commit: the lock, the insert and the read set's versions go in one pipeline. (The
         library's insert syncs once for the hook that checked the read set, then again for the
         insert, all while holding the table's lock, which every writer waits for.) Tried once
-        (see ``_once``)."""
+        (see ``_once``).
+
+        The insert takes the table's lock itself, so the versions are read after it: no other
+        writer can commit between this read and our commit, and the lock is asked for once.
+        An aggregate this insert writes is left to the version constraint (as
+        ``EventStore.commit`` does), so our own events cannot move the read set."""
+        written = {event.originator_id for event in stored_events}
+        read_set = {key: version for key, version in (read_set or {}).items()
+                    if key not in written}
         with (self.datastore.get_connection() as conn, conn.pipeline() as pipeline,
               conn.transaction(), conn.cursor() as versions, conn.cursor() as inserted):
-            if read_set:
-                # Locked first, so no other writer can commit between this read and our commit.
-                self._lock_table(versions)
-                versions.execute(self._statements["versions"], (list(read_set),), prepare=True)
             if stored_events:
                 self._insert_stored_events(inserted, stored_events, **kwargs)
+            elif read_set:
+                self._lock_table(versions)
+            if read_set:
+                versions.execute(self._statements["versions"], (list(read_set),), prepare=True)
             # An IntegrityError (a version already taken) is raised here, and an exception
             # leaving the block rolls the transaction back.
             pipeline.sync()
