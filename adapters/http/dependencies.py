@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 from eventsourcing.domain import Aggregate
 from fastapi import APIRouter, Depends, Query, Request, Response, Security
@@ -68,25 +68,39 @@ def caller_of(app: Dreaming, token: str | None,
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
 
 
-def authenticated(request: Request, credentials: Credentials) -> Caller:
-    return caller_of(dreaming_of(request),
-                     None if credentials is None else credentials.credentials)
-
-
 @dataclass(frozen=True)
 class Bearer:
-    """A request's bearer token, authenticated by the route itself on its own worker thread.
+    """A request's bearer token, authenticated by the route itself, first thing, on the
+    route's own worker thread.
 
-    As a synchronous dependency (``As``), authentication takes a worker thread of its own
-    before the route takes another: a thread hop per request, about a quarter of a
-    millisecond, on the hottest routes. A shape error in the body (422) is found before the
-    route runs; the error handler authenticates first, so a bad token still answers 401."""
+    Authentication reads the store, so as a dependency it would be synchronous and take a
+    worker thread of its own before the route takes another: a thread hop per request, about
+    a quarter of a millisecond. A body or parameter of the wrong shape (422) is found before
+    the route runs; the error handler then authenticates first, so a caller without a valid
+    token is still told 401."""
 
     app: Dreaming
     token: str | None
 
     def caller(self) -> Caller:
         return caller_of(self.app, self.token)
+
+
+class CallerSource(Protocol):
+    """Who a route acts for, asked for first thing in the route."""
+
+    def caller(self) -> Caller: ...
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    """A caller authenticated already (an MCP session's), for a route's function called as
+    one of its tools."""
+
+    known: Caller
+
+    def caller(self) -> Caller:
+        return self.known
 
 
 async def bearer_of(request: Request, credentials: Credentials) -> Bearer:
@@ -97,8 +111,7 @@ async def bearer_of(request: Request, credentials: Credentials) -> Bearer:
 
 
 App = Annotated[Dreaming, Depends(deployment)]
-As = Annotated[Caller, Depends(authenticated)]
-Bearing = Annotated[Bearer, Depends(bearer_of)]
+Bearing = Annotated[CallerSource, Depends(bearer_of)]
 After = Annotated[int | None, Query(
     description="An event position the answer must include. Every read-model read already "
                 "waits for every event recorded before the request arrived; `after` is "

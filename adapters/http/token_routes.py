@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Query
 from pydantic import BaseModel, Field
 
-from adapters.http.dependencies import App, As, shown, v1_router
+from adapters.http.dependencies import App, Bearing, shown, v1_router
 from adapters.http.schemas import IsoDateTime, Strict
 from domain.principal import PRINCIPAL_MAX, AccessToken
 
@@ -69,16 +69,18 @@ class IssuedTokenView(TokenChange):
 
 
 @tokens_router.get("")
-def list_tokens(app: App, caller: As, principal: Annotated[str | None, Query(
+def list_tokens(app: App, bearer: Bearing, principal: Annotated[str | None, Query(
         max_length=PRINCIPAL_MAX, description="Only this principal's tokens.")] = None,
                 ) -> TokenPage:
+    caller = bearer.caller()
     tokens = app.access.list_tokens(caller, principal)
     now = app.clock()
     return TokenPage(tokens=[TokenView.of(token, now) for token in tokens])
 
 
 @tokens_router.post("", status_code=201)
-def issue_token(body: IssueToken, app: App, caller: As) -> IssuedTokenView:
+def issue_token(body: IssueToken, app: App, bearer: Bearing) -> IssuedTokenView:
+    caller = bearer.caller()
     written = app.access.issue_token_for(caller, body.principal, body.label, admin=body.admin,
                                          expires_in_seconds=body.expires_in_seconds,
                                          expires_at=body.expires_at)
@@ -89,7 +91,8 @@ def issue_token(body: IssueToken, app: App, caller: As) -> IssuedTokenView:
 
 
 @tokens_router.delete("/{token_id}")
-def revoke_token(token_id: str, app: App, caller: As) -> TokenChange:
+def revoke_token(token_id: str, app: App, bearer: Bearing) -> TokenChange:
+    caller = bearer.caller()
     written = app.access.revoke_token_by_id(caller, token_id, reason=f"revoked by {caller.name}")
     return TokenChange.model_validate(TokenView.fields_of(written.value, app.clock())
                                       | {"position": shown(app, written, written.value)})

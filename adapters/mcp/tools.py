@@ -12,6 +12,7 @@ from fastapi import Response
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ValidationError
 
+from adapters.http.dependencies import Authenticated
 from adapters.http.errors import Problem, error_body, problem_of, shape_problem
 from adapters.http.routes import audit, knowledge, records, review, runs
 from adapters.http.schemas import (
@@ -47,6 +48,11 @@ class Call:
     def app(self) -> Dreaming:
         return self.deployment.dreaming
 
+    @property
+    def bearer(self) -> Authenticated:
+        """The caller as a REST route's function asks for it."""
+        return Authenticated(self.caller)
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -70,25 +76,25 @@ class ToolSpec:
 # -- what each tool runs: its route's function ----------------------------------------------
 
 def _record_source(call: Call, args: a.RecordSourceArguments) -> SourceView:
-    return records.record_source(call.scope_id, args, call.app, call.caller, Response())
+    return records.record_source(call.scope_id, args, call.app, call.bearer, Response())
 
 
 def _create_memory(call: Call, args: a.CreateMemoryArguments) -> RevisionView:
-    return records.create_memory(call.scope_id, args, call.app, call.caller)
+    return records.create_memory(call.scope_id, args, call.app, call.bearer)
 
 
 def _add_entry(call: Call, args: a.AddEntryArguments) -> EntryVersionView:
-    return records.add_entry(call.scope_id, args.memory_id, args, call.app, call.caller)
+    return records.add_entry(call.scope_id, args.memory_id, args, call.app, call.bearer)
 
 
 def _revise_entry(call: Call, args: a.ReviseEntryArguments) -> EntryVersionView:
     return records.revise_entry(call.scope_id, args.memory_id, args.entry_id, args, call.app,
-                                call.caller)
+                                call.bearer)
 
 
 def _deactivate_entry(call: Call, args: a.DeactivateEntryArguments) -> EntryVersionView:
     return records.deactivate_entry(call.scope_id, args.memory_id, args.entry_id, args,
-                                    call.app, call.caller)
+                                    call.app, call.bearer)
 
 
 def _request_dream(call: Call, args: a.RequestDreamArguments) -> DreamRunView:
@@ -115,27 +121,27 @@ def _search(call: Call, args: a.SearchArguments) -> KnowledgePage:
 def _entry_version(call: Call, args: a.EntryVersionArguments) -> EntryVersionView:
     return records.read_entry_version(call.scope_id, args.memory_id, args.revision,
                                       args.entry_id, args.entry_version_id, call.app,
-                                      call.caller)
+                                      call.bearer)
 
 
 def _revision(call: Call, args: a.RevisionArguments) -> RevisionView:
     return records.get_revision(call.scope_id, args.family, args.artifact_id, args.revision,
-                                call.app, call.caller)
+                                call.app, call.bearer)
 
 
 def _trace(call: Call, args: a.RevisionArguments) -> TraceView:
     return audit.trace(call.scope_id, args.family, args.artifact_id, args.revision, call.app,
-                       call.caller)
+                       call.bearer)
 
 
 def _approve(call: Call, args: a.ApproveArguments) -> CandidateView:
     return review.approve_candidate(call.scope_id, args.candidate_id, args, call.app,
-                                    call.caller)
+                                    call.bearer)
 
 
 def _reject(call: Call, args: a.RejectArguments) -> CandidateView:
     return review.reject_candidate(call.scope_id, args.candidate_id, args, call.app,
-                                   call.caller)
+                                   call.bearer)
 
 
 # -- the tools, as a model reads them -------------------------------------------------------

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from adapters.http.dependencies import After, App, As, read_view, reading
+from adapters.http.dependencies import After, App, Bearing, read_view, reading
 from adapters.http.schemas import AuditEventView, AuditView, ImpactedView, ImpactView, TraceView
 from adapters.http.schemas.vocabulary import NodeKindQuery
 from domain.refs import ArtifactRef, check_family
@@ -17,19 +17,21 @@ router = APIRouter()
 
 @router.get("/scopes/{scope_id}/audit/trace/{family}/{artifact_id}/{revision}", tags=["audit"])
 def trace(scope_id: str, family: str, artifact_id: str, revision: int, app: App,
-          caller: As) -> TraceView:
+          bearer: Bearing) -> TraceView:
     """The provenance chain of one Artifact revision, down to exact entry versions."""
+    caller = bearer.caller()
     ref = ArtifactRef(check_family(family), artifact_id, revision)
     return TraceView(**app.audit.trace(caller, scope_id, ref))
 
 
 @router.get("/scopes/{scope_id}/audit/{aggregate}/{key:path}", tags=["audit"])
-def audit(scope_id: str, aggregate: str, key: str, app: App, caller: As,
+def audit(scope_id: str, aggregate: str, key: str, app: App, bearer: Bearing,
           as_of_version: Annotated[int | None, Query(ge=1)] = None) -> AuditView:
     """An aggregate's events (type, version, time, who acted, payload); with
     ``as_of_version``, only those up to it and the state right after it. Keys:
     ``scope/<scope_id>``, ``source/<type>/<id>``, ``artifact/<family>/<id>``,
     ``candidate/<id>``, ``dream_run/<run_id>``."""
+    caller = bearer.caller()
     events = app.audit.audit_history(caller, scope_id, aggregate, key)
     state = None if as_of_version is None else app.audit.audit_state(
         caller, scope_id, aggregate, key, as_of_version)
@@ -42,7 +44,7 @@ def audit(scope_id: str, aggregate: str, key: str, app: App, caller: As,
 
 @router.get("/scopes/{scope_id}/provenance/impact", tags=["audit"],
             dependencies=[reading(PROVENANCE)])
-def impact(scope_id: str, request: Request, response: Response, app: App, caller: As,
+def impact(scope_id: str, request: Request, response: Response, app: App, bearer: Bearing,
            kind: NodeKindQuery,
            key: Annotated[str, Query(min_length=1, max_length=1024)],
            max_depth: Annotated[int, Query(ge=1, le=1000)] = 50,
@@ -51,6 +53,7 @@ def impact(scope_id: str, request: Request, response: Response, app: App, caller
     query behind erasure): Artifact revisions, Candidate versions and Memory entry versions.
     Keys: ``<source_type>/<source_id>``, ``<memory_id>/<entry_id>@<entry_version_id>``,
     ``<family>/<artifact_id>@<revision>``, ``<candidate_id>@<version>``."""
+    caller = bearer.caller()
     found = app.queries.impact(
         caller, scope_id, lambda: read_view(request, response, app, PROVENANCE, after),
         guarding_resource, kind, key, max_depth)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from adapters.http.dependencies import After, App, As, read_view, reading
+from adapters.http.dependencies import After, App, Bearing, read_view, reading
 from adapters.http.schemas import (
     ArtifactRefBody,
     KnowledgeItemView,
@@ -27,13 +27,14 @@ router = APIRouter()
 @router.get("/scopes/{scope_id}/knowledge", tags=["knowledge"],
             dependencies=[reading(KNOWLEDGE)])
 def search_knowledge(scope_id: str, request: Request, response: Response, app: App,
-                     caller: As,
+                     bearer: Bearing,
                      q: Annotated[str | None, Query(
                          description="Words that must all match; omit for the newest.")] = None,
                      family: ReviewedFamilyName | None = None, limit: int = 20,
                      after: After = None) -> KnowledgePage:
     """Approved Experiences and Skills (latest approved revision each) the caller may read,
     most relevant first (without ``q``: newest approvals first)."""
+    caller = bearer.caller()
     return knowledge_page(app, caller, scope_id,
                           lambda: read_view(request, response, app, KNOWLEDGE, after), q,
                           family, limit)
@@ -58,8 +59,9 @@ def _skill_package(app: Dreaming, caller: Caller, scope_id: str, artifact_id: st
 @router.get("/scopes/{scope_id}/artifacts/skill/{artifact_id}/revisions/{revision}/package",
             tags=["artifacts"])
 def skill_package(scope_id: str, artifact_id: str, revision: int, app: App,
-                  caller: As) -> SkillPackageView:
+                  bearer: Bearing) -> SkillPackageView:
     """The instruction-only package of one Skill revision: its SKILL.md text and digest."""
+    caller = bearer.caller()
     ref, package = _skill_package(app, caller, scope_id, artifact_id, revision)
     return SkillPackageView(ref=ArtifactRefBody(**ref.to_dict()), **package)
 
@@ -69,8 +71,9 @@ def skill_package(scope_id: str, artifact_id: str, revision: int, app: App,
                 200: {"content": {"text/markdown": {"schema": {"type": "string"}}},
                       "description": "SKILL.md; ETag and Digest carry its sha256"}})
 def download_skill_md(scope_id: str, artifact_id: str, revision: int, app: App,
-                      caller: As) -> Response:
+                      bearer: Bearing) -> Response:
     """The SKILL.md file itself, as a download."""
+    caller = bearer.caller()
     _, package = _skill_package(app, caller, scope_id, artifact_id, revision)
     body = package["skill_md"].encode("utf-8")
     hex_digest = package["digest"].removeprefix("sha256:")

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 
-from adapters.http.dependencies import After, App, As, read_view, reading, shown
+from adapters.http.dependencies import After, App, Bearing, read_view, reading, shown
 from adapters.http.schemas import (
     ApproveCandidate,
     CandidateEvidenceView,
@@ -40,9 +40,10 @@ def _shown_candidate(app: Dreaming, written: Written[Reviewed]) -> CandidateView
 @router.post("/scopes/{scope_id}/candidates", status_code=201, tags=["review"],
              responses={200: {"model": CandidateView,
                               "description": "The identical Candidate was already proposed"}})
-def propose_candidate(scope_id: str, body: ProposeCandidate, app: App, caller: As,
+def propose_candidate(scope_id: str, body: ProposeCandidate, app: App, bearer: Bearing,
                       response: Response) -> CandidateView:
     """A new pending Candidate (201 with Location); an identical proposal replays (200)."""
+    caller = bearer.caller()
     lineage, target = body.lineage(), body.target_ref()
     written = app.review.propose_candidate(caller, scope_id, body.candidate_id, body.family,
                                            body.proposal, lineage, body.reason, target)
@@ -56,12 +57,13 @@ def propose_candidate(scope_id: str, body: ProposeCandidate, app: App, caller: A
 @router.get("/scopes/{scope_id}/candidates", tags=["review"],
             dependencies=[reading(REVIEW_INBOX)])
 def list_candidates(scope_id: str, request: Request, response: Response, app: App,
-                    caller: As, status: InboxStatusQuery = "pending",
+                    bearer: Bearing, status: InboxStatusQuery = "pending",
                     family: ReviewedFamilyName | None = None,
                     cursor: str | None = None, limit: int = 50,
                     after: After = None) -> CandidatePage:
     """The review inbox, in candidate id order (keyset pagination with an opaque cursor);
     ``status=all`` lists every status."""
+    caller = bearer.caller()
     return inbox_page(app, caller, scope_id,
                       lambda: read_view(request, response, app, REVIEW_INBOX, after),
                       status, family, cursor, limit)
@@ -81,25 +83,28 @@ def inbox_page(app: Dreaming, caller: Caller, scope_id: str,
 
 
 @router.get("/scopes/{scope_id}/candidates/{candidate_id}", tags=["review"])
-def get_candidate(scope_id: str, candidate_id: str, app: App, caller: As) -> CandidateView:
+def get_candidate(scope_id: str, candidate_id: str, app: App, bearer: Bearing) -> CandidateView:
+    caller = bearer.caller()
     reviewed = app.review.get_candidate(caller, scope_id, candidate_id)
     return CandidateView.of(reviewed, app.store.position_of(reviewed.candidate))
 
 
 @router.get("/scopes/{scope_id}/candidates/{candidate_id}/evidence", tags=["review"])
 def candidate_evidence(scope_id: str, candidate_id: str, app: App,
-                       caller: As) -> CandidateEvidenceView:
+                       bearer: Bearing) -> CandidateEvidenceView:
     """The current version's evidence re-resolved with the caller's rights now: ``resolved``,
     or ``unavailable`` with the code a review step would fail with."""
+    caller = bearer.caller()
     return CandidateEvidenceView.of(app.review.candidate_evidence(caller, scope_id,
                                                                   candidate_id))
 
 
 @router.post("/scopes/{scope_id}/candidates/{candidate_id}/revise", tags=["review"])
 def revise_candidate(scope_id: str, candidate_id: str, body: ReviseCandidate, app: App,
-                     caller: As) -> CandidateView:
+                     bearer: Bearing) -> CandidateView:
     """A new version; every field but ``expected_version`` may be omitted (or null) to keep
     it, and a list sent as ``[]`` clears it."""
+    caller = bearer.caller()
     revision = body.to_domain()
     return _shown_candidate(app, app.review.revise_candidate(caller, scope_id, candidate_id,
                                                      body.expected_version, revision))
@@ -107,15 +112,17 @@ def revise_candidate(scope_id: str, candidate_id: str, body: ReviseCandidate, ap
 
 @router.post("/scopes/{scope_id}/candidates/{candidate_id}/approve", tags=["review"])
 def approve_candidate(scope_id: str, candidate_id: str, body: ApproveCandidate, app: App,
-                      caller: As) -> CandidateView:
+                      bearer: Bearing) -> CandidateView:
     """Approve ``expected_version``: writes the new or revised Artifact (``result``). Approving
     the approved version again answers the same result."""
+    caller = bearer.caller()
     return _shown_candidate(app, app.review.approve_candidate(caller, scope_id, candidate_id,
                                                       body.expected_version))
 
 
 @router.post("/scopes/{scope_id}/candidates/{candidate_id}/reject", tags=["review"])
 def reject_candidate(scope_id: str, candidate_id: str, body: RejectCandidate, app: App,
-                     caller: As) -> CandidateView:
+                     bearer: Bearing) -> CandidateView:
+    caller = bearer.caller()
     return _shown_candidate(app, app.review.reject_candidate(caller, scope_id, candidate_id,
                                                      body.expected_version, body.reason))

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Request, Response
 from adapters.http.dependencies import (
     After,
     App,
-    As,
     Bearing,
     answered,
     read_view,
@@ -59,12 +58,13 @@ def admit_dream(app: Dreaming, workers: WorkerPool | None, caller: Caller, scope
 
 
 @router.get("/scopes/{scope_id}/dream", tags=["dream"], dependencies=[reading(RUNS)])
-def list_dreams(scope_id: str, request: Request, response: Response, app: App, caller: As,
+def list_dreams(scope_id: str, request: Request, response: Response, app: App, bearer: Bearing,
                 status: RunStatusName | None = None,
                 operation: DreamOperationName | None = None,
                 cursor: str | None = None, limit: int = 20,
                 after: After = None) -> DreamRunPage:
     """Run summaries, newest first (keyset pagination with an opaque cursor)."""
+    caller = bearer.caller()
     app.records.get_scope(caller, scope_id)
     runs = read_view(request, response, app, RUNS, after)
     summaries, next_cursor = runs.list_runs(scope_id, status=status, operation=operation,
@@ -76,10 +76,11 @@ def list_dreams(scope_id: str, request: Request, response: Response, app: App, c
 @router.get("/scopes/{scope_id}/dream/auto", tags=["dream"],
             dependencies=[reading(AUTO_RECORDS)])
 def auto_dream_status(scope_id: str, request: Request, response: Response, app: App,
-                      caller: As, after: After = None) -> AutoDreamStatusView:
+                      bearer: Bearing, after: After = None) -> AutoDreamStatusView:
     """Automatic dreaming in this scope: each gate with its value, and why the scope is or is
     not due now; the cursor and the window in flight. (Before ``/dream/{run_id}``: a run id
     never reads ``auto``.)"""
+    caller = bearer.caller()
     scope = app.records.get_scope(caller, scope_id)  # refused before any wait for the view
     records = read_view(request, response, app, AUTO_RECORDS, after)
     return AutoDreamStatusView.of(app.auto.status_of(scope, records))
