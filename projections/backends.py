@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError, Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresRecorder, PostgresTrackingRecorder
 from eventsourcing.sqlite import (
     SQLiteConnection,
@@ -21,7 +21,7 @@ from eventsourcing.sqlite import (
 )
 from psycopg.sql import SQL, Identifier
 
-from projections.base import Datastore, ProjectionView
+from projections.base import BatchAbortedError, Datastore, ProjectionView
 from projections.dialect import POSTGRES, SQLITE, ViewCursor
 from projections.rendered_sql import RenderedStatements
 
@@ -119,6 +119,27 @@ class PostgresProjectionView(RenderedStatements, SerialisedSchema, PostgresTrack
 
     def _tracking_table(self) -> str:
         return Identifier(self.datastore.schema, self.tracking_table_name).as_string()
+
+    @contextmanager
+    def _batch_transaction(self, *, careful: bool) -> Iterator[ViewCursor]:
+        """A fast batch sends its statements in one pipeline: the server's answers are waited
+        for where a handler reads one, and at the commit, not after every statement. A
+        statement refused then aborts the batch as a failing event does, to be redone
+        carefully; a careful batch (a savepoint per event) waits for every answer, so a
+        failure belongs to the event that sent it. A lost connection is the store's trouble,
+        as anywhere."""
+        if careful:
+            with self.datastore.transaction(commit=True) as cursor:
+                yield cursor
+            return
+        try:
+            with (self.datastore.get_connection() as connection, connection.pipeline(),
+                  connection.transaction(), connection.cursor() as cursor):
+                yield cursor
+        except (OperationalError, InterfaceError):
+            raise  # the library's names for a lost connection or an unreachable server
+        except PersistenceError as refused:
+            raise BatchAbortedError(None) from refused
 
     @contextmanager
     def reading(self) -> Iterator[ViewCursor]:

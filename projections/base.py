@@ -63,10 +63,12 @@ class _Batch:
 
 class BatchAbortedError(Exception):
     """An event failed inside a fast batch; its transaction rolls back, to be redone
-    carefully (see :meth:`ProjectionView.batch`)."""
+    carefully (see :meth:`ProjectionView.batch`). ``None``: the store refused a statement
+    only when the batch's answers were read, at its commit."""
 
-    def __init__(self, notification_id: int) -> None:
-        super().__init__(f"the event at position {notification_id} failed in a fast batch")
+    def __init__(self, notification_id: int | None) -> None:
+        where = "an event" if notification_id is None else f"the event at {notification_id}"
+        super().__init__(f"{where} failed in a fast batch")
         self.notification_id = notification_id
 
 
@@ -189,7 +191,7 @@ class ProjectionView(TrackingRecorder, ABC):
         one per event. Careful: a savepoint per event (a failing event becomes a dead letter,
         as live); fast: none, and the first failure aborts the whole batch. The batch belongs
         to the calling thread or task only; its cursor is the transaction's."""
-        with self._store().transaction(commit=True) as cursor:
+        with self._batch_transaction(careful=careful) as cursor:
             batch = _Batch(self, cursor, careful)
             token = _BATCH.set(batch)
             try:
@@ -198,6 +200,11 @@ class ProjectionView(TrackingRecorder, ABC):
                 _BATCH.reset(token)
             if batch.last is not None and batch.last is not batch.first:
                 self._insert_tracking(cursor, batch.last)
+
+    def _batch_transaction(self, *, careful: bool) -> AbstractContextManager[ViewCursor]:
+        """The transaction of a :meth:`batch`."""
+        transaction: AbstractContextManager[ViewCursor] = self._store().transaction(commit=True)
+        return transaction
 
     @contextmanager
     def reading(self) -> Iterator[ViewCursor]:
