@@ -12,6 +12,7 @@ from application.bootstrap import Dreaming
 from domain.errors import WriteConflictError
 from domain.policy import LOCAL
 from domain.scope import Scope
+from tests.server_waits import counted_waits
 
 # psycopg's own names for what a connection waits on: in a pipeline, a statement is only sent;
 # these read the server's answers (its private names, pinned by the psycopg 3 requirement).
@@ -21,17 +22,7 @@ READS_ANSWERS = ("BasePipeline._fetch_gen", "BasePipeline._sync_gen")
 @pytest.fixture
 def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every wait of a PostgreSQL connection in a pipeline for the server's answers."""
-    waited: list[str] = []
-    wait = psycopg.Connection.wait
-
-    def counted(self: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
-        name = getattr(args[0], "__qualname__", "")
-        if name in READS_ANSWERS:
-            waited.append(name)
-        return wait(self, *args, **kwargs)
-
-    monkeypatch.setattr(psycopg.Connection, "wait", counted)
-    return waited
+    return counted_waits(monkeypatch, lambda _, name: name in READS_ANSWERS)
 
 
 @pytest.mark.postgres

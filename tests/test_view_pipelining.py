@@ -18,6 +18,7 @@ from application.bootstrap import Dreaming
 from projections.analytics import ANALYTICS
 from projections.base import BatchAbortedError, ProjectionView
 from projections.runs import RUNS
+from tests.server_waits import counted_waits
 from tests.test_shared_feed import record_runs
 
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("settings", ["postgres"],
@@ -25,28 +26,22 @@ pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("settings", ["postgr
 RUNS_RECORDED = 60
 
 
-# psycopg's own names for the waits that read the server's answers (pinned by the psycopg 3
-# requirement): outside a pipeline every statement's execution does; in one, only its fetches.
+# The waits that read the server's answers: outside a pipeline, every statement's execution;
+# in one, only its fetches, syncs and its end.
 ANSWERS_IN_A_PIPELINE = ("BasePipeline._fetch_gen", "BasePipeline._sync_gen",
                          "BasePipeline._exit_gen")
+
+
+def answer_read(connection: psycopg.Connection[Any], name: str) -> bool:
+    in_pipeline = connection.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
+    return name in ANSWERS_IN_A_PIPELINE or (name == "BaseCursor._execute_gen"
+                                             and not in_pipeline)
 
 
 @pytest.fixture
 def answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every time a PostgreSQL connection waits for the server's answers."""
-    waited: list[str] = []
-    wait = psycopg.Connection.wait
-
-    def counted(self: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
-        name = getattr(args[0], "__qualname__", "")
-        in_pipeline = self.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
-        if name in ANSWERS_IN_A_PIPELINE or (name == "BaseCursor._execute_gen"
-                                             and not in_pipeline):
-            waited.append(name)
-        return wait(self, *args, **kwargs)
-
-    monkeypatch.setattr(psycopg.Connection, "wait", counted)
-    return waited
+    return counted_waits(monkeypatch, answer_read)
 
 
 @pytest.mark.parametrize(("spec", "most"), [(RUNS, 10), (ANALYTICS, RUNS_RECORDED + 10)],
