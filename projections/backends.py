@@ -129,7 +129,7 @@ class PostgresProjectionView(RenderedStatements, SerialisedSchema, PostgresTrack
         failure belongs to the event that sent it. A lost connection is the store's trouble,
         as anywhere."""
         if careful:
-            with self.datastore.transaction(commit=True) as cursor:
+            with super()._batch_transaction(careful=True) as cursor:
                 yield cursor
             return
         try:
