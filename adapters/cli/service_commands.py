@@ -15,8 +15,8 @@ from contextlib import ExitStack
 from functools import partial
 from types import FrameType
 
-from adapters.cli.demo import default_scope_id, progress, render, run_demo
 from adapters.cli.options import Commands, add_store_options, settings_from
+from adapters.cli.stopping import stop_on_signals
 from adapters.http.processes import RESTART_CAP_SECONDS, Supervisor, bind_listener, say
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
@@ -26,6 +26,8 @@ STACKS_HELP = "kill -USR1 <pid> prints every thread's stack to stderr and the pr
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from adapters.cli.demo import default_scope_id, progress, render, run_demo  # noqa: PLC0415
+
     # The demo writes in-process as the single local principal.
     settings = settings_from(args).model_copy(update={"access": "disabled"})
     app = open_dreaming(settings)
@@ -85,13 +87,6 @@ def _stacks_on_sigusr1() -> None:
     signal.signal(signal.SIGUSR1, _print_stacks)
 
 
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop
-
-
 def _serve(args: argparse.Namespace) -> int:
     from adapters.http.server import serve  # noqa: PLC0415 - keeps the CLI start fast
 
@@ -113,7 +108,7 @@ def _supervise(args: argparse.Namespace, settings: Settings) -> int:
     """``--processes N``: N ``dream serve`` processes with this one's options, on one socket."""
     from adapters.http.server import check_store  # noqa: PLC0415
 
-    stop = _stop_on_signals()  # before anything starts, so no signal is missed
+    stop = stop_on_signals()  # before anything starts, so no signal is missed
     try:
         listener = bind_listener(args.host, args.port)
     except OSError as error:
@@ -150,7 +145,7 @@ def _worker(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.workers is not None:
         settings = settings.model_copy(update={"workers": args.workers})
-    stop = _stop_on_signals()
+    stop = stop_on_signals()
     _stacks_on_sigusr1()
     app = when_store_answers(lambda: open_dreaming(settings), stop)
     view = None if app is None else when_store_answers(lambda: open_view(RUNS, settings), stop)
@@ -180,7 +175,7 @@ def _project(args: argparse.Namespace) -> int:
 
     # Hosting is this command's whole job, whatever a shared settings file says for the APIs.
     settings = settings_from(args).model_copy(update={"host_views": True})
-    stop = _stop_on_signals()
+    stop = stop_on_signals()
     _log_view_roles()
     _stacks_on_sigusr1()
     with ExitStack() as stack:  # stops in reverse: the runners, then the feed
