@@ -7,8 +7,6 @@ import json
 import sys
 from typing import Any
 
-import httpx
-
 from adapters.cli import (
     admin_commands,
     audit_commands,
@@ -38,10 +36,19 @@ def main(argv: list[str] | None = None) -> int:
     except (DomainError, ApiError) as error:
         _print_error(error.code, error.message, error.details)
         return 1
-    except httpx.TransportError as error:
+    except Exception as error:
+        if not _unreachable(error):
+            raise
         _print_error("connection_failed", f"could not reach the API: {error}", {})
         return 1
     return code
+
+
+def _unreachable(error: Exception) -> bool:
+    """A transport error of the HTTP client. Only the commands that call the API load it:
+    `dream worker` and the other store commands start without it."""
+    httpx = sys.modules.get("httpx")
+    return httpx is not None and isinstance(error, httpx.TransportError)
 
 
 def _print_error(code: str, message: str, details: dict[str, Any]) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from adapters.client.dream_client import DreamClient
 from adapters.settings import Settings
+
+if TYPE_CHECKING:
+    from adapters.client.dream_client import DreamClient
 
 Commands = Any  # argparse's private _SubParsersAction
 AFTER_HELP = ("an event position the answer must include, e.g. a position `dream show` "
@@ -27,6 +29,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def client_from(args: argparse.Namespace) -> DreamClient:
     """A client for the API at ``--url``, with ``--token``, ``DREAM_TOKEN`` or the admin-token
     file of the data directory, whichever comes first."""
+    from adapters.client.dream_client import DreamClient  # noqa: PLC0415 - keeps the CLI start fast
+
     settings = settings_from(args)
     token = args.token or settings.token
     token_file = settings.data_dir / "admin-token"

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.cli.options import AFTER_HELP, Commands, add_client_options, client_from
-from adapters.http.schemas import CandidateEvidenceView, CandidateView
 from domain.candidate import CANDIDATE_FAMILIES, CandidateStatus
 from domain.errors import InvalidRequestError
+
+if TYPE_CHECKING:
+    from adapters.http.schemas import CandidateEvidenceView, CandidateView
 
 REVIEWABLE_FAMILIES = [family.value for family in CANDIDATE_FAMILIES]
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adapters.cli.options import AFTER_HELP, Commands, add_client_options, client_from
-from adapters.http.schemas import DreamRunView
 from domain.dream_request import DreamOperation
 from domain.dream_run import RunStatus
+
+if TYPE_CHECKING:
+    from adapters.http.schemas import DreamRunView
 
 
 def _print_run(run: DreamRunView, as_json: bool) -> None:

@@ -8,11 +8,12 @@ in-process and over HTTP.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
-
-import httpx
+from typing import TYPE_CHECKING, Any, cast
 
 from domain.errors import DomainError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "ERRORS_BY_CODE",

@@ -17,10 +17,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from typing import TYPE_CHECKING
 
 from adapters.store.backoff import Backoff
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PROCESS_HEADER = b"x-dream-process"
 LISTEN_BACKLOG = 2048  # uvicorn's default
