@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 from eventsourcing.utils import get_topic
 
+from application.credentials import Who, caller_from, proof_of, proved
 from application.ports import Clock
 from application.store import EventStore, Written
 from domain.access import Resource
 from domain.errors import (
+    DomainError,
     PrincipalExistsError,
     PrincipalNotFoundError,
     TokenNotFoundError,
@@ -37,6 +39,9 @@ BOOTSTRAP_ADMIN = "admin"
 MAX_REMEMBERED_PRINCIPALS = 10_000
 TOKEN_PREFIX = "dream_"
 _TOKENS_PAGE = 500
+K = TypeVar("K")
+T = TypeVar("T")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,16 @@ class IssuedToken:
 def token_hash(token: str) -> str:
     # Tokens are 256-bit random strings, so a fast hash is not brute-forceable.
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Acting:
+    """What the gate answers a command: who acts, the scope, and the other aggregates of the
+    scope read with it (``None``: no events)."""
+
+    caller: Caller
+    scope: Scope
+    found: dict[UUID, Any]
 
 
 class ScopeGate:
@@ -71,14 +86,36 @@ class ScopeGate:
         self.policy.check(caller, scope, action, resource)
         return scope
 
-    def scope_with(self, caller: Caller, scope_id: str, action: str,
-                   also: Mapping[UUID, type[Aggregate]]) -> tuple[Scope, dict[UUID, Any]]:
-        """The scope, as :meth:`scope_for` answers it, and other aggregates of the scope
-        (``None``: no events), read in the same round trip; the caller uses those only once
-        the scope let it act."""
-        scope, found = self.load_with(scope_id, also)
+    def acting_in(self, who: Who, scope_id: str, action: str,
+                  also: Mapping[UUID, type[Aggregate]]) -> Acting:
+        """``who`` authenticated, the scope once the caller may ``action`` in it, and other
+        aggregates of the scope, all read in one round trip. Authentication comes first: a
+        caller without valid credentials is told so, not whether the scope exists or what is
+        wrong with its id."""
+        scope_key = self.checked(who, lambda: scope_aggregate_id(check_scope_id(scope_id)))
+        proof = proof_of(who)
+        found = self.store.find_many({**also, **proof, scope_key: Scope})
+        caller = caller_from(who, found)
+        for key in proof:
+            del found[key]
+        scope: Scope | None = found.pop(scope_key)
+        if scope is None:
+            raise scope_not_found(scope_id)
         self.policy.check(caller, scope, action)
-        return scope, found
+        return Acting(caller, scope, found)
+
+    def authenticate(self, who: Who) -> Caller:
+        """``who`` authenticated on its own (a read of its proof, if it has one)."""
+        return proved(who, self.store.find_many)
+
+    def checked(self, who: Who, check: Callable[[], T]) -> T:
+        """``check()`` of a request; when it refuses, ``who`` is authenticated first, so a
+        caller without valid credentials is told so, not what is wrong with the request."""
+        try:
+            return check()
+        except DomainError:
+            self.authenticate(who)
+            raise
 
     def load_with(self, scope_id: str, also: Mapping[UUID, type[Aggregate]]
                   ) -> tuple[Scope, dict[UUID, Any]]:
@@ -105,8 +142,11 @@ class Principals:
         self.policy = policy
         self.clock = clock
         # A principal's admin flag is fixed at registration (no event changes it), so it is
-        # read once per process; tokens are still read per request.
+        # read once per process; tokens are still read per request. Nor does a token ever
+        # name another principal: which one it names is remembered, so that a command whose
+        # keys derive from the principal reads them together with the token.
         self._admin: dict[str, bool] = {}
+        self._named: dict[UUID, str] = {}
 
     def register_principal(self, caller: Caller, name: str,
                            admin: bool = False) -> Written[Principal]:
@@ -204,17 +244,28 @@ class Principals:
 
     def authenticate(self, token: str) -> Caller:
         """Read per request, never cached: a revocation or an expiry applies at once."""
-        issued = self._token(token)
+        return proved(self.credentials(token), self.store.find_many)
+
+    def credentials(self, token: str) -> TokenCredentials:
+        """A bearer token, to be proved by a command's first read."""
+        key = AccessToken.create_id(token_hash(token))
+        return TokenCredentials(self, key, self._named.get(key))
+
+    def caller_of_token(self, credentials: TokenCredentials, found: Mapping[UUID, Any]) -> Caller:
+        issued = found.get(credentials.key)
+        if not isinstance(issued, AccessToken):
+            raise UnauthorizedError("unknown bearer token")
         issued.check_usable(self.clock())
+        if credentials.principal not in (None, issued.principal):  # a token never changes hands
+            raise UnauthorizedError("the bearer token names another principal")
+        remember(self._named, credentials.key, issued.principal)
         return Caller(issued.principal, self._is_admin(issued.principal))
 
     def _is_admin(self, name: str) -> bool:
         admin = self._admin.get(name)
         if admin is None:
             admin = self.get_principal(name).admin
-            if len(self._admin) >= MAX_REMEMBERED_PRINCIPALS:
-                self._admin.clear()  # bounded: learn afresh
-            self._admin[name] = admin
+            remember(self._admin, name, admin)
         return admin
 
     def _token(self, token: str) -> AccessToken:
@@ -232,3 +283,28 @@ class Principals:
         self.store.commit(admin, AccessToken.issue(token_hash(token), BOOTSTRAP_ADMIN,
                                                    "bootstrap"))
         return token
+
+
+@dataclass(frozen=True)
+class TokenCredentials:
+    """A bearer token, read with a command's first read (see
+    :mod:`application.credentials`); ``principal``: the one it named when this process last
+    read it."""
+
+    principals: Principals
+    key: UUID
+    principal: str | None
+
+    def proof(self) -> Mapping[UUID, type[Aggregate]]:
+        return {self.key: AccessToken}
+
+    def caller(self, found: Mapping[UUID, Any]) -> Caller:
+        return self.principals.caller_of_token(self, found)
+
+
+def remember(known: dict[K, V], key: K, value: V) -> None:
+    """Remember ``key``'s value, forgetting everything once ``MAX_REMEMBERED_PRINCIPALS`` are
+    held (bounded: learnt afresh)."""
+    if key not in known and len(known) >= MAX_REMEMBERED_PRINCIPALS:
+        known.clear()
+    known[key] = value

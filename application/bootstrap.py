@@ -33,7 +33,7 @@ class Dreaming:
         self.store = EventStore(env)
         self.policy = AccessPolicy(enforced=enforce_access)
         self.clock = clock
-        gate = ScopeGate(self.store, self.policy)
+        self.gate = gate = ScopeGate(self.store, self.policy)
         self.access = Principals(self.store, self.policy, clock)
         self.records = Records(gate, clock)
         self.runs = DreamRuns(gate, clock, dream_enabled)

@@ -15,6 +15,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from application.access import ScopeGate
+from application.credentials import Who, principal_of
 from application.evidence_reader import StoreEvidenceReader, addresses
 from application.grouped_admissions import Admitting, GroupedAdmissions
 from application.held_queues import HeldQueues
@@ -86,13 +87,19 @@ class DreamRuns:
         self.grouped = GroupedAdmissions(self.store, self.queues)
 
     @retry_on_write_conflict
-    def request_dream(self, caller: Caller, scope_id: str,
+    def request_dream(self, who: Who, scope_id: str,
                       request: DreamRequest) -> Written[Admission]:
-        # One round trip reads the scope, the run this key names, and the direct evidence.
-        run_key = dream_run_aggregate_id(scope_id, self.run_id_for(caller, scope_id, request))
+        # One round trip authenticates and reads the scope, the run this key names, and the
+        # direct evidence; the run's id derives from the principal, so a token this process
+        # has not read before is read on its own first.
+        principal = principal_of(who)
+        if principal is None:
+            who = self.gate.authenticate(who)
+            principal = who.name
+        run_key = dream_run_aggregate_id(scope_id, self.run_id_for(principal, scope_id, request))
         direct = addresses(scope_id, direct_references(request))
-        scope, found = self.gate.scope_with(caller, scope_id, Action.READ,
-                                            {**direct, run_key: DreamRun})
+        acting = self.gate.acting_in(who, scope_id, Action.READ, {**direct, run_key: DreamRun})
+        caller, scope, found = acting.caller, acting.scope, acting.found
         existing: DreamRun | None = found.pop(run_key)
         if existing is not None:
             return Written(Admission(self.replay(existing, request), replayed=True), None)
@@ -105,8 +112,8 @@ class DreamRuns:
         return Written(Admission(run, replayed=False), position)
 
     @staticmethod
-    def run_id_for(caller: Caller, scope_id: str, request: DreamRequest) -> str:
-        return dream_run_id(scope_id, principal_key(caller.name), request.idempotency_key)
+    def run_id_for(principal: str, scope_id: str, request: DreamRequest) -> str:
+        return dream_run_id(scope_id, principal_key(principal), request.idempotency_key)
 
     def admit_into(self, caller: Caller, scope: Scope, queue: DreamQueue, request: DreamRequest,
                    trigger: RunTrigger = RunTrigger.REQUEST) -> tuple[DreamRun, list[Aggregate]]:
@@ -137,17 +144,17 @@ class DreamRuns:
         """Count a run whose evidence was checked in ``queue`` (``capacity_exceeded`` when
         full); the commit's read set makes the check hold at the commit."""
         return run_lifecycle.admit(
-            queue, run_id=self.run_id_for(caller, scope.scope_id, request),
+            queue, run_id=self.run_id_for(caller.name, scope.scope_id, request),
             operation=request.operation, requester=caller.name,
             idempotency_key=request.idempotency_key, request=request.to_dict(),
             request_digest=request.digest, budget=evidence.budget,
             prompt_version=PROMPT_VERSION, now=self.clock(), max_pending=max_pending(scope),
             trigger=trigger)
 
-    def get_dream(self, caller: Caller, scope_id: str, run_id: str) -> DreamRun:
+    def get_dream(self, who: Who, scope_id: str, run_id: str) -> DreamRun:
         run_key = dream_run_aggregate_id(scope_id, run_id)
-        _, found = self.gate.scope_with(caller, scope_id, Action.READ, {run_key: DreamRun})
-        run: DreamRun | None = found[run_key]
+        run: DreamRun | None = self.gate.acting_in(who, scope_id, Action.READ,
+                                                   {run_key: DreamRun}).found[run_key]
         if run is None:
             raise DreamNotFoundError(f"no run {run_id!r} in scope {scope_id!r}", run_id=run_id)
         return run

@@ -216,7 +216,7 @@ def admitting(app: Dreaming, scope_id: str, who: int, key: str) -> Admitting:
     acting, wanted = caller(who), request(key)
     scope = app.records.get_scope(acting, scope_id)
     evidence = app.runs.check_evidence(acting, scope, wanted)
-    run_id = dream_run_aggregate_id(scope_id, app.runs.run_id_for(acting, scope_id, wanted))
+    run_id = dream_run_aggregate_id(scope_id, app.runs.run_id_for(acting.name, scope_id, wanted))
     return Admitting(run_id, evidence.read, acting, lambda queue: app.runs.admit_checked(
         acting, scope, queue, wanted, evidence))
 

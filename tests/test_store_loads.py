@@ -182,7 +182,7 @@ def test_an_admission_reads_its_scope_its_key_and_its_evidence_in_two_round_trip
 
 
 def run_id_of(app: Dreaming, key: str) -> str:
-    return app.runs.run_id_for(LOCAL, "s", request(key))
+    return app.runs.run_id_for(LOCAL.name, "s", request(key))
 
 
 def test_a_worker_reads_the_scope_with_the_runs_evidence_and_a_candidate_from_its_events(

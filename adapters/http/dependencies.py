@@ -17,6 +17,7 @@ from adapters.http.params import plain_parameters
 from adapters.http.schemas import ErrorResponse
 from adapters.store.projection_runtime import RunningProjection
 from application.bootstrap import Dreaming
+from application.credentials import Who
 from application.store import Written
 from domain.errors import InvalidRequestError, UnauthorizedError
 from domain.policy import LOCAL, Caller
@@ -54,15 +55,21 @@ def dreaming_of(request: Request) -> Dreaming:
     return app
 
 
-def caller_of(app: Dreaming, token: str | None,
-              missing: str = "send Authorization: Bearer <token>") -> Caller:
-    """Who a bearer token acts for (read per request), or the local principal when access is
-    not enforced."""
+def who_of(app: Dreaming, token: str | None,
+           missing: str = "send Authorization: Bearer <token>") -> Who:
+    """Who a bearer token acts for, proved by the command's first read (see
+    :mod:`application.credentials`), or the local principal when access is not enforced."""
     if not app.enforce_access:
         return LOCAL
     if token is None:
         raise UnauthorizedError(missing)
-    return app.access.authenticate(token)
+    return app.access.credentials(token)
+
+
+def caller_of(app: Dreaming, token: str | None,
+              missing: str = "send Authorization: Bearer <token>") -> Caller:
+    """Who a bearer token acts for, authenticated now (a read of its own)."""
+    return app.gate.authenticate(who_of(app, token, missing))
 
 
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
@@ -85,11 +92,17 @@ class Bearer:
     def caller(self) -> Caller:
         return caller_of(self.app, self.token)
 
+    def who(self) -> Who:
+        return who_of(self.app, self.token)
+
 
 class CallerSource(Protocol):
-    """Who a route acts for, asked for first thing in the route."""
+    """Who a route acts for, asked for first thing in the route: ``caller()`` authenticated
+    at once, or ``who()`` to be proved by the command's first read (one round trip fewer)."""
 
     def caller(self) -> Caller: ...
+
+    def who(self) -> Who: ...
 
 
 @dataclass(frozen=True)
@@ -100,6 +113,9 @@ class Authenticated:
     known: Caller
 
     def caller(self) -> Caller:
+        return self.known
+
+    def who(self) -> Who:
         return self.known
 
 

@@ -26,7 +26,7 @@ from adapters.http.schemas import (
 from adapters.http.schemas.vocabulary import DreamOperationName, RunStatusName
 from adapters.workers.pool import WorkerPool
 from application.bootstrap import Dreaming
-from domain.policy import Caller
+from application.credentials import Who
 from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS
 
@@ -41,16 +41,16 @@ router = APIRouter()
 def request_dream(scope_id: str, body: CreateDreamRun, request: Request, app: App,
                   bearer: Bearing) -> Response:
     """Admit a run (202 with Location), or replay the run this idempotency key names."""
-    caller = bearer.caller()
-    view = admit_dream(app, getattr(request.app.state, "workers", None), caller, scope_id, body)
+    who = bearer.who()
+    view = admit_dream(app, getattr(request.app.state, "workers", None), who, scope_id, body)
     location = f"/v1/scopes/{quote(view.scope_id)}/dream/{view.run_id}"
     return answered(view, 200 if view.terminal else 202, {"Location": location})
 
 
-def admit_dream(app: Dreaming, workers: WorkerPool | None, caller: Caller, scope_id: str,
+def admit_dream(app: Dreaming, workers: WorkerPool | None, who: Who, scope_id: str,
                 body: CreateDreamRun) -> DreamRunView:
     """Admit (or replay) a run, and wake this process's workers for a run still to execute."""
-    written = app.runs.request_dream(caller, scope_id, body.to_domain())
+    written = app.runs.request_dream(who, scope_id, app.gate.checked(who, body.to_domain))
     run = written.value.run
     if workers is not None and not run.terminal:
         workers.wake()
@@ -88,9 +88,9 @@ def auto_dream_status(scope_id: str, request: Request, response: Response, app: 
 
 @router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"], response_model=DreamRunView)
 def get_dream(scope_id: str, run_id: str, app: App, bearer: Bearing) -> Response:
-    return answered(run_view(app, bearer.caller(), scope_id, run_id))
+    return answered(run_view(app, bearer.who(), scope_id, run_id))
 
 
-def run_view(app: Dreaming, caller: Caller, scope_id: str, run_id: str) -> DreamRunView:
-    run = app.runs.get_dream(caller, scope_id, run_id)
+def run_view(app: Dreaming, who: Who, scope_id: str, run_id: str) -> DreamRunView:
+    run = app.runs.get_dream(who, scope_id, run_id)
     return DreamRunView.of(run, app.store.position_of(run))
