@@ -18,9 +18,13 @@ from adapters.cli import (
 from adapters.client.errors import ApiError
 from domain.errors import DomainError
 
+DESCRIPTION = ("Artifact Dreaming: turns an agent's work records into reviewed, reusable "
+               "knowledge. `dream demo` runs the main job on the embedded store; `dream serve` "
+               "serves the HTTP API. `dream COMMAND --help` explains each command.")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dream", description=__doc__)
+    parser = argparse.ArgumentParser(prog="dream", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
     # The order here is the order `dream --help` lists the commands in.
     for group in (service_commands, admin_commands, run_commands, review_commands,
