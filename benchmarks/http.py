@@ -34,8 +34,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -58,6 +59,7 @@ DEFAULT_MEMORY_ENTRIES = 50
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 60.0
+T = TypeVar("T")
 LOG_TAIL_CHARS = 2000
 MS = 1000.0
 ENTRY_TEXT = "The user prefers short answers with one runnable example."
@@ -263,29 +265,37 @@ class Measurement(RoundMedians):
         return [len(r) / wall for r, wall in zip(self.rounds, self.walls, strict=True)]
 
 
-def timed_calls(client: httpx.Client, calls: Sequence[Call],
+def timed_calls(sender: Callable[[T], object], calls: Sequence[T],
                 start: threading.Barrier) -> list[float]:
     start.wait()
     durations: list[float] = []
     for call in calls:
         began = time.perf_counter()
-        send(client, call)
+        sender(call)
         durations.append(time.perf_counter() - began)
     return durations
 
 
-def run_clients(sessions: Sequence[Session], plans: Sequence[list[Call]]
-                ) -> tuple[list[float], float]:
-    """Every client sends its plan at once; all per-request seconds and the wall seconds."""
+def run_plans(senders: Sequence[Callable[[T], object]], plans: Sequence[Sequence[T]]
+              ) -> tuple[list[float], float]:
+    """Every client (one thread each) sends its plan at once: all per-request seconds and
+    the wall seconds. A sender sends one request and raises unless it succeeded."""
     start = threading.Barrier(len(plans) + 1)
     with ThreadPoolExecutor(len(plans)) as pool:
-        futures = [pool.submit(timed_calls, s.client, plan, start)
-                   for s, plan in zip(sessions, plans, strict=True)]
+        futures = [pool.submit(timed_calls, sender, plan, start)
+                   for sender, plan in zip(senders, plans, strict=True)]
         start.wait()
         began = time.perf_counter()
         results = [future.result() for future in futures]
         wall = time.perf_counter() - began
     return [seconds for result in results for seconds in result], wall
+
+
+def run_clients(sessions: Sequence[Session], plans: Sequence[list[Call]]
+                ) -> tuple[list[float], float]:
+    """Every ``httpx`` client sends its plan at once; all per-request seconds and the wall
+    seconds."""
+    return run_plans([partial(send, s.client) for s in sessions[:len(plans)]], plans)
 
 
 def run_case(sessions: Sequence[Session], case: str, clients: int, requests: int,

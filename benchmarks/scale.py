@@ -14,7 +14,11 @@ deployment shape). The load generator runs here and shares the machine's cores w
    store) and over the cases; the table quotes medians over rounds of admissions/s (all
    clients' admissions / the round's wall time), p50 and p95, and what a round cost in CPU:
    the API processes' and the PostgreSQL server's CPU seconds (``/proc``) per admission, and
-   the share of the machine's cores busy (anyone's work: other programs count too).
+   the share of the machine's cores busy (anyone's work: other programs count too). Each case
+   runs with two load generators in turn: ``httpx`` clients (one thread and one ``httpx.Client``
+   each, as in the comparison with the anchor; about 0.6 ms of CPU per request) and lean ones
+   (one thread and one plain socket each, requests encoded before the clock starts; under
+   0.1 ms), so what the server can do is not hidden by what the client takes from 2 cores.
 2. **Burst drain**: a burst of runs (200; ``--quick``: 40) admitted over HTTP over up to 100
    fresh scopes (a scope executes one run at a time) while nothing executes; then the
    executors start: 1, 2 or 4 ``dream worker`` processes (default ``DREAM_WORKERS`` threads
@@ -25,7 +29,8 @@ deployment shape). The load generator runs here and shares the machine's cores w
    ``completed_at`` (polled in the runs view's table); also from the first claim, which leaves
    out the processes' start-up.
 3. **Reading back**: one client, p50/p95 of ``GET /v1/scopes/{s}/dream/{id}`` and of an
-   admission sent again with the same idempotency key (the replay answers the existing run).
+   admission sent again with the same idempotency key (the replay answers the existing run),
+   with each kind of client.
 4. **Memory**: resident set (``VmRSS``) of an idle ``dream serve`` (after start-up and the
    warm-up requests), of each API process of ``--processes 2`` and its supervisor, of an idle
    ``dream worker`` and ``dream project``, and of workers right after a drain.
@@ -55,6 +60,7 @@ from adapters.settings import Settings
 from benchmarks.core import benchmark_parser, report_header, round_data, say_unless_json
 from benchmarks.http import Measurement
 from benchmarks.scale_admit import (
+    CLIENT_KINDS,
     SCALE_CASES,
     ScaleAdmit,
     admission_round,
@@ -166,8 +172,8 @@ def admissions(found: Stores, sizes: Sizes, results: Results,
     """Part 1 (and the API processes' memory), then part 3 on the 1-process store."""
     settings = {n: found.fresh(f"admit{n}") for n in PROCESS_COUNTS}
     loads = {n: case_loads() for n in PROCESS_COUNTS}
-    measured = {n: [ScaleAdmit(found.name, case.name, case.clients, processes=n)
-                    for case in SCALE_CASES] for n in PROCESS_COUNTS}
+    measured = {n: [[ScaleAdmit(found.name, case.name, case.clients, processes=n, client=kind)
+                     for kind in CLIENT_KINDS] for case in SCALE_CASES] for n in PROCESS_COUNTS}
     for round_ in range(1, sizes.rounds + 1):  # interleaved: noise hits every shape alike
         for n in PROCESS_COUNTS:
             with scaled_server(settings[n], n, IDLE) as server, \
@@ -176,14 +182,16 @@ def admissions(found: Stores, sizes: Sizes, results: Results,
                 if round_ == 1 and n <= 2:
                     time.sleep(SETTLE_S)
                     results.memory += serve_memory(found.name, server)
-                for load, m in zip(loads[n], measured[n], strict=True):
-                    admission_round(bench, load, m, sizes.admissions[m.clients])
-                    progress(f"[{found.name}] round {round_}, {n} API process(es), {m.case} "
-                             f"scope(s), {m.clients} clients: "
-                             f"{m.requests_per_second[-1]:,.0f} admissions/s")
+                for load, by_client in zip(loads[n], measured[n], strict=True):
+                    for m in by_client:
+                        admission_round(bench, load, m, sizes.admissions[m.clients])
+                        progress(f"[{found.name}] round {round_}, {n} API process(es), "
+                                 f"{m.case} scope(s), {m.clients} {m.client} clients: "
+                                 f"{m.requests_per_second[-1]:,.0f} admissions/s")
                 if round_ == sizes.rounds and n == 1:
                     results.memory += serve_memory(found.name, server, "after the load: ")
-    results.admissions += [m for n in PROCESS_COUNTS for m in measured[n]]
+    results.admissions += [m for n in PROCESS_COUNTS for by_client in measured[n]
+                           for m in by_client]
     with scaled_server(settings[1], 1, IDLE) as server:
         results.reads += read_back(server, found.name, sizes.read_rounds, sizes.read_calls,
                                    sizes.read_calls // 4)
@@ -223,7 +231,8 @@ def report(args: argparse.Namespace, sizes: Sizes, results: Results, status: Map
             "memory": [memory_summary(m) for m in results.memory]},
         "measurements": [
             {"store": m.store, "processes": m.processes, "scopes": m.case, "clients": m.clients,
-             "unit": "seconds per admission", "walls": m.walls, "resends": m.resends,
+             "client": m.client, "unit": "seconds per admission", "walls": m.walls,
+             "resends": m.resends,
              "usage": [asdict(u) for u in m.usage],
              "rounds": [round_data(r, raw=args.raw) for r in m.rounds]}
             for m in results.admissions],

@@ -1,6 +1,10 @@
 """Scale benchmark, admissions: ``POST /v1/scopes/{s}/dream`` by 8 and 32 clients, on one scope
 at a time or spread over 100 scopes, with what the round cost in CPU; and the latency of one
-client reading a run back (``GET``) and replaying its admission (same idempotency key)."""
+client reading a run back (``GET``) and replaying its admission (same idempotency key).
+
+Every case runs with two load generators in turn: ``httpx`` clients (those the comparison with
+the anchor used) and lean ones (:mod:`benchmarks.lean_http`), which leave the server the CPU
+that ``httpx`` takes from the same cores."""
 
 from __future__ import annotations
 
@@ -26,10 +30,13 @@ from benchmarks.dream_admissions import (
 )
 from benchmarks.dream_workload import REQUEST_TIMEOUT_S
 from benchmarks.http import Call, Measurement, run_clients, send
+from benchmarks.lean_http import LeanConnection, lean_clients, resends, run_lean
 from benchmarks.scale_procs import ScaledServer, cpu_seconds, machine_ticks
 
 SPREAD_SCOPES = 100
 MS = 1000.0
+HTTPX, LEAN = "httpx", "lean"
+CLIENT_KINDS = (HTTPX, LEAN)
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,7 @@ class ScaleAdmit(AdmitMeasurement):
     the clients' connections were spread over the API processes."""
 
     processes: int = 1
+    client: str = HTTPX  # the load generator: HTTPX or LEAN
     usage: list[Usage] = field(default_factory=list)
     connections: list[list[int]] = field(default_factory=list)
 
@@ -115,13 +123,23 @@ class ScaleAdmit(AdmitMeasurement):
 
 @dataclass(frozen=True)
 class AdmitBench:
-    """What one server's admission rounds need: its admin client, the simulated clients, and
-    the meter of its processes."""
+    """What one server's admission rounds need: its admin client, the simulated clients of
+    both kinds, and the meter of its processes."""
 
     server: ScaledServer
     admin: DreamClient
     clients: Clients
+    lean: list[LeanConnection]
     meter: Meter
+
+    def run(self, client: str, plans: Sequence[list[Call]]) -> tuple[list[float], float]:
+        """Each of ``len(plans)`` clients of kind ``client`` sends its plan at once."""
+        if client == LEAN:
+            return run_lean(self.lean, plans)
+        return run_clients(self.clients.sessions, plans)
+
+    def resends(self) -> int:
+        return self.clients.resends() + resends(self.lean)
 
 
 @contextmanager
@@ -129,34 +147,43 @@ def admit_bench(server: ScaledServer, store_pids: Sequence[int]) -> Iterator[Adm
     with ExitStack() as stack:
         admin = stack.enter_context(DreamClient(server.base_url, server.token,
                                                 timeout=REQUEST_TIMEOUT_S))
-        yield AdmitBench(server, admin, open_clients(stack, server, MAX_CLIENTS),
+        lean = stack.enter_context(lean_clients(server, MAX_CLIENTS, REQUEST_TIMEOUT_S))
+        yield AdmitBench(server, admin, open_clients(stack, server, MAX_CLIENTS), lean,
                          Meter(server.all_pids(), store_pids))
 
 
 def warm_up(bench: AdmitBench, loads: Sequence[AdmitLoad], requests: int) -> None:
-    """Open every client's connection and admit a few runs per case, untimed."""
+    """Open every client's connection and admit a few runs per case and client kind,
+    untimed."""
     for load in loads:
-        plans = next_round(bench.admin, load, requests)
-        run_clients(bench.clients.sessions[:load.case.clients], plans)
+        for client in CLIENT_KINDS:
+            bench.run(client, next_round(bench.admin, load, requests))
 
 
-def connection_spread(bench: AdmitBench, clients: int) -> list[int]:
-    """How many of the first ``clients`` connections each API process holds, most first."""
-    answered = Counter(session.client.get("/healthz").headers[PROCESS_HEADER.decode()]
-                       for session in bench.clients.sessions[:clients])
+def connection_spread(bench: AdmitBench, client: str, clients: int) -> list[int]:
+    """How many of the first ``clients`` connections of kind ``client`` each API process holds,
+    most first."""
+    header = PROCESS_HEADER.decode()
+    if client == LEAN:
+        healthz = Call("GET", "/healthz")
+        answered = Counter(c.send_ok(c.encode(healthz)).headers[header]
+                           for c in bench.lean[:clients])
+    else:
+        answered = Counter(session.client.get("/healthz").headers[header]
+                           for session in bench.clients.sessions[:clients])
     return sorted(answered.values(), reverse=True)
 
 
 def admission_round(bench: AdmitBench, load: AdmitLoad, m: ScaleAdmit, requests: int) -> None:
     """One timed round of a case: every client admits ``requests`` runs at once."""
     plans = next_round(bench.admin, load, requests)  # scopes prepared before the clock
-    m.connections.append(connection_spread(bench, load.case.clients))
-    resends, before = bench.clients.resends(), bench.meter.sample()
-    samples, wall = run_clients(bench.clients.sessions[:load.case.clients], plans)
+    m.connections.append(connection_spread(bench, m.client, load.case.clients))
+    resent, before = bench.resends(), bench.meter.sample()
+    samples, wall = bench.run(m.client, plans)
     m.usage.append(bench.meter.since(before))
     m.rounds.append(samples)
     m.walls.append(wall)
-    m.resends.append(bench.clients.resends() - resends)
+    m.resends.append(bench.resends() - resent)
 
 
 # --- reading back and replaying ----------------------------------------------------------------
@@ -168,21 +195,29 @@ GET, REPLAY = "get run", "replayed admission"
 def read_back(server: ScaledServer, store: str, rounds: int, calls: int,
               warmup: int) -> list[Measurement]:
     """One client: ``GET`` of an admitted run, and its admission sent again with the same
-    idempotency key; interleaved rounds of ``calls`` each."""
+    idempotency key; with each kind of client, in interleaved rounds of ``calls`` each."""
     with ExitStack() as stack:
         admin = stack.enter_context(DreamClient(server.base_url, server.token,
                                                 timeout=REQUEST_TIMEOUT_S))
         prepare_scope(admin, "read-back")
         session = open_clients(stack, server, 1).sessions[0]
+        lean = stack.enter_context(lean_clients(server, 1, REQUEST_TIMEOUT_S))
         replay = admission("read-back", "read-back-k0", "x0")
         location = send(session.client, replay).headers["Location"]
         plans = {GET: Call("GET", location), REPLAY: replay}
-        results = [Measurement(store, name, 1) for name in plans]
-        for m in results:
-            run_clients([session], [[plans[m.case]] * warmup])
+        runners = {HTTPX: lambda call, n: run_clients([session], [[call] * n]),
+                   LEAN: lambda call, n: run_lean(lean, [[call] * n])}
+        results = {(name, client): Measurement(store, read_case(name, client), 1)
+                   for name in plans for client in CLIENT_KINDS}
+        for name, client in results:
+            runners[client](plans[name], warmup)
         for _ in range(rounds):
-            for m in results:
-                samples, wall = run_clients([session], [[plans[m.case]] * calls])
+            for (name, client), m in results.items():
+                samples, wall = runners[client](plans[name], calls)
                 m.rounds.append(samples)
                 m.walls.append(wall)
-        return results
+        return list(results.values())
+
+
+def read_case(call: str, client: str) -> str:
+    return call if client == HTTPX else f"{call} ({client} client)"

@@ -60,8 +60,9 @@ def admit_met(m: ScaleAdmit) -> bool | None:
 
 def admit_summary(m: ScaleAdmit) -> dict[str, Any]:
     return {"store": m.store, "processes": m.processes, "scopes": m.case, "clients": m.clients,
-            "admissions_per_second": m.admissions_per_second, "p50_ms": m.p50_ms,
-            "p95_ms": m.p95_ms, "resends_per_round": statistics.median(m.resends),
+            "client": m.client, "admissions_per_second": m.admissions_per_second,
+            "p50_ms": m.p50_ms, "p95_ms": m.p95_ms,
+            "resends_per_round": statistics.median(m.resends),
             "api_cpu_ms_per_admission": m.cpu_ms_per_admission("api"),
             "store_cpu_ms_per_admission": m.cpu_ms_per_admission("store"),
             "client_cpu_ms_per_admission": m.cpu_ms_per_admission("client"),
@@ -80,15 +81,17 @@ def busiest_share(m: ScaleAdmit) -> float:
 
 
 def admit_table(admits: Sequence[ScaleAdmit]) -> str:
-    lines = ["| store | API processes | scopes | clients | admissions/s | p50 ms | p95 ms | "
-             "409 re-sends/round | API+store CPU ms/admission | cores busy | "
-             "connections per API process, by round | target |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    lines = ["| store | API processes | scopes | clients | load generator | admissions/s | "
+             "p50 ms | p95 ms | 409 re-sends/round | API+store CPU ms/admission | "
+             "client CPU ms/admission | cores busy | connections per API process, by round | "
+             "target |",
+             "|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for m in admits:
         cpu = m.cpu_ms_per_admission("api") + m.cpu_ms_per_admission("store")
-        lines.append(f"| {m.store} | {m.processes} | {m.case} | {m.clients} | "
+        lines.append(f"| {m.store} | {m.processes} | {m.case} | {m.clients} | {m.client} | "
                      f"{fmt(m.admissions_per_second)} | {fmt(m.p50_ms)} | {fmt(m.p95_ms)} | "
                      f"{statistics.median(m.resends):.0f} | {fmt(cpu)} | "
+                     f"{fmt(m.cpu_ms_per_admission('client'))} | "
                      f"{m.machine_busy:.0%} | {spread_text(m)} | {verdict(admit_met(m))} |")
     return "\n".join(lines)
 
@@ -96,9 +99,10 @@ def admit_table(admits: Sequence[ScaleAdmit]) -> str:
 # --- where the limit is ------------------------------------------------------------------------
 
 
-def curve(admits: Sequence[ScaleAdmit], store: str, scopes: str,
-          clients: int) -> list[ScaleAdmit]:
-    return sorted((m for m in admits if (m.store, m.case, m.clients) == (store, scopes, clients)),
+def curve(admits: Sequence[ScaleAdmit], store: str, scopes: str, clients: int,
+          client: str) -> list[ScaleAdmit]:
+    return sorted((m for m in admits
+                   if (m.store, m.case, m.clients, m.client) == (store, scopes, clients, client)),
                   key=lambda m: m.processes)
 
 
@@ -112,7 +116,8 @@ def curve_note(points: Sequence[ScaleAdmit]) -> str:
     busiest = max(points, key=lambda m: m.machine_busy)
     shares = ", ".join(f"{busiest_share(m):.0%} at {m.processes}" for m in points
                        if m.processes > 1)
-    head = (f"{points[0].store}, {points[0].case} scope(s), {points[0].clients} clients: "
+    head = (f"{points[0].store}, {points[0].case} scope(s), {points[0].clients} "
+            f"{points[0].client} clients: "
             f"admissions/s by API processes {steps}; steps {shown}; cores busy up to "
             f"{busiest.machine_busy:.0%}; the busiest API process held {shares} of the "
             f"connections")
@@ -156,13 +161,15 @@ def prediction(points: Sequence[ScaleAdmit]) -> str:
 
 def limit_notes(admits: Sequence[ScaleAdmit]) -> list[str]:
     notes: list[str] = []
+    kinds = list(dict.fromkeys(m.client for m in admits))
     for store in dict.fromkeys(m.store for m in admits):
-        for scopes in (ONE_SCOPE, SPREAD):
-            for clients in sorted({m.clients for m in admits}):
-                points = curve(admits, store, scopes, clients)
-                if points:
-                    notes.append(curve_note(points))
-        spread = curve(admits, store, SPREAD, max(m.clients for m in admits))
+        for client in kinds:
+            for scopes in (ONE_SCOPE, SPREAD):
+                for clients in sorted({m.clients for m in admits}):
+                    points = curve(admits, store, scopes, clients, client)
+                    if points:
+                        notes.append(curve_note(points))
+        spread = curve(admits, store, SPREAD, max(m.clients for m in admits), kinds[0])
         if spread:
             notes.append(prediction(spread))
     return notes
@@ -203,7 +210,8 @@ def read_summary(m: Measurement) -> dict[str, Any]:
 
 
 def read_table(reads: Sequence[Measurement]) -> str:
-    lines = ["| store | call (1 client) | p50 ms | p95 ms | target p50 <= 2 ms |",
+    lines = ["| store | call (1 client; httpx unless named) | p50 ms | p95 ms | "
+             "target p50 <= 2 ms |",
              "|---|---|---:|---:|---|"]
     lines += [f"| {m.store} | {m.case} | {fmt(m.p50_ms)} | {fmt(m.p95_ms)} | "
               f"{verdict(m.p50_ms <= READ_TARGET_P50_MS)} |" for m in reads]

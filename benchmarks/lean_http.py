@@ -1,0 +1,142 @@
+"""A lean HTTP/1.1 load generator: one keep-alive socket per simulated client, requests encoded
+before the clock starts, and only what a benchmark needs read from each response.
+
+On a 2-core machine the load generator shares the cores with the server it measures. The
+``httpx`` clients (:mod:`benchmarks.http`) cost about 0.6 to 1 ms of CPU per request, a tenth of
+what the whole deployment spends on an admission; this one costs a few hundredths. The scale
+benchmark reports both, so a reader can tell the server's capacity from the client's.
+
+It speaks only what ``dream serve`` answers: HTTP/1.1 with ``Content-Length`` (no chunked
+bodies), over keep-alive. A request the server refused with 409 ``write_conflict`` (nothing
+stored) is sent again and counted, as :class:`benchmarks.dream_admissions.ConflictResends` does.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from benchmarks.http import Call, Server, run_plans
+
+HEADER_END = b"\r\n\r\n"
+CONFLICT = 409
+MAX_RESENDS = 100
+READ_SIZE = 65536
+
+
+class LeanHttpError(RuntimeError):
+    """The server answered something this client does not read, or closed the connection."""
+
+
+@dataclass(frozen=True)
+class LeanResponse:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> object:
+        return json.loads(self.body)
+
+
+class LeanConnection:
+    """One keep-alive connection to ``base_url``; every request carries ``headers``."""
+
+    def __init__(self, base_url: str, headers: Mapping[str, str], timeout: float) -> None:
+        url = urlsplit(base_url)
+        if url.scheme != "http" or url.hostname is None or url.port is None:
+            msg = f"a lean client needs http://host:port, not {base_url!r}"
+            raise ValueError(msg)
+        self._host = f"{url.hostname}:{url.port}".encode()
+        self._fixed = b"".join(f"{name}: {value}\r\n".encode() for name, value in headers.items())
+        self._socket = socket.create_connection((url.hostname, url.port), timeout=timeout)
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._buffer = b""
+        self.resends = 0
+
+    def close(self) -> None:
+        self._socket.close()
+
+    def encode(self, call: Call) -> bytes:
+        """The request's bytes (done before timing starts, by :func:`encoded`)."""
+        body = call.body or b""
+        head = (f"{call.method} {call.path} HTTP/1.1\r\nContent-Length: {len(body)}\r\n"
+                .encode())
+        return head + b"Host: " + self._host + b"\r\n" + self._fixed + b"\r\n" + body
+
+    def send_ok(self, request: bytes) -> LeanResponse:
+        """:meth:`send`, raising unless the answer is a success (as ``benchmarks.http.send``)."""
+        response = self.send(request)
+        if not 200 <= response.status < 300:
+            msg = f"{request[:120]!r} -> {response.status}: {response.body[:500]!r}"
+            raise LeanHttpError(msg)
+        return response
+
+    def send(self, request: bytes) -> LeanResponse:
+        """Send an encoded request; re-send it after a 409 ``write_conflict``."""
+        for _ in range(MAX_RESENDS):
+            response = self._exchange(request)
+            if response.status != CONFLICT or not _write_conflict(response):
+                return response
+            self.resends += 1
+        return self._exchange(request)
+
+    def _exchange(self, request: bytes) -> LeanResponse:
+        self._socket.sendall(request)
+        while (end := self._buffer.find(HEADER_END)) < 0:
+            self._receive()
+        head, self._buffer = self._buffer[:end], self._buffer[end + len(HEADER_END):]
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {name.strip().lower(): value.strip()
+                   for name, _, value in (line.partition(":") for line in lines)}
+        if "chunked" in headers.get("transfer-encoding", ""):
+            msg = "a chunked response: this client reads Content-Length bodies only"
+            raise LeanHttpError(msg)
+        length = int(headers.get("content-length", "0"))
+        while len(self._buffer) < length:
+            self._receive()
+        body, self._buffer = self._buffer[:length], self._buffer[length:]
+        return LeanResponse(int(status_line.split(" ", 2)[1]), headers, body)
+
+    def _receive(self) -> None:
+        chunk = self._socket.recv(READ_SIZE)
+        if not chunk:
+            msg = "the server closed the connection"
+            raise LeanHttpError(msg)
+        self._buffer += chunk
+
+
+def _write_conflict(response: LeanResponse) -> bool:
+    try:
+        answer = response.json()
+        return isinstance(answer, dict) and answer["error"]["code"] == "write_conflict"
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+@contextmanager
+def lean_clients(server: Server, count: int, timeout: float) -> Iterator[list[LeanConnection]]:
+    """``count`` lean clients of ``server``, each with the admin's bearer token; closed on exit."""
+    headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
+    with ExitStack() as stack:
+        connections = []
+        for _ in range(count):
+            connections.append(LeanConnection(server.base_url, headers, timeout))
+            stack.callback(connections[-1].close)
+        yield connections
+
+
+def run_lean(connections: Sequence[LeanConnection], plans: Sequence[Sequence[Call]]
+             ) -> tuple[list[float], float]:
+    """:func:`benchmarks.http.run_plans` with lean clients: each request encoded before the
+    clock starts."""
+    active = connections[:len(plans)]
+    encoded = [[c.encode(call) for call in plan] for c, plan in zip(active, plans, strict=True)]
+    return run_plans([c.send_ok for c in active], encoded)
+
+
+def resends(connections: Sequence[LeanConnection]) -> int:
+    return sum(c.resends for c in connections)
