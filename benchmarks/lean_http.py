@@ -7,13 +7,16 @@ what the whole deployment spends on an admission; this one costs a few hundredth
 benchmark reports both, so a reader can tell the server's capacity from the client's.
 
 It speaks only what ``dream serve`` answers: HTTP/1.1 with ``Content-Length`` (no chunked
-bodies), over keep-alive. A request the server refused with 409 ``write_conflict`` (nothing
-stored) is sent again and counted, as :class:`benchmarks.dream_admissions.ConflictResends` does.
+bodies), over keep-alive; a connection the server closed while it sat idle is opened again
+before the next request, as any keep-alive client does. A request the server refused with
+409 ``write_conflict`` (nothing stored) is sent again and counted, as
+:class:`benchmarks.dream_admissions.ConflictResends` does.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -50,12 +53,31 @@ class LeanConnection:
         if url.scheme != "http" or url.hostname is None or url.port is None:
             msg = f"a lean client needs http://host:port, not {base_url!r}"
             raise ValueError(msg)
+        self._address, self._timeout = (url.hostname, url.port), timeout
         self._host = f"{url.hostname}:{url.port}".encode()
         self._fixed = b"".join(f"{name}: {value}\r\n".encode() for name, value in headers.items())
-        self._socket = socket.create_connection((url.hostname, url.port), timeout=timeout)
-        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._socket = self._connect()
         self._buffer = b""
-        self.resends = 0
+        self.resends = self.reconnects = 0
+
+    def _connect(self) -> socket.socket:
+        connection = socket.create_connection(self._address, timeout=self._timeout)
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return connection
+
+    def _ready(self) -> None:
+        """Reconnect if the server closed this connection while it sat idle (as servers do
+        after their keep-alive timeout); anything else unasked on the socket is an error."""
+        if self._buffer:
+            raise _unasked(self._buffer)
+        if not select.select([self._socket], [], [], 0)[0]:
+            return  # nothing arrived while it sat idle: the connection is as we left it
+        arrived = self._socket.recv(READ_SIZE)
+        if arrived:
+            raise _unasked(arrived)
+        self._socket.close()
+        self._socket = self._connect()
+        self.reconnects += 1
 
     def close(self) -> None:
         self._socket.close()
@@ -85,6 +107,7 @@ class LeanConnection:
         return self._exchange(request)
 
     def _exchange(self, request: bytes) -> LeanResponse:
+        self._ready()
         self._socket.sendall(request)
         while (end := self._buffer.find(HEADER_END)) < 0:
             self._receive()
@@ -107,6 +130,10 @@ class LeanConnection:
             msg = "the server closed the connection"
             raise LeanHttpError(msg)
         self._buffer += chunk
+
+
+def _unasked(data: bytes) -> LeanHttpError:
+    return LeanHttpError(f"the server sent bytes nobody asked for: {data[:80]!r}")
 
 
 def _write_conflict(response: LeanResponse) -> bool:

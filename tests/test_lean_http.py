@@ -5,8 +5,10 @@ not read, or the benchmark's numbers would count failures as admissions."""
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -76,31 +78,23 @@ CREATED = _answer(201, b'{"ok":true}')
 
 
 @contextmanager
-def scripted(answers: Sequence[bytes],
-             close_after: bool = False) -> Iterator[tuple[str, list[int]]]:
-    """A server on one connection that reads each request whole and sends the next answer
-    (split in two writes, so the client must read again); counts the requests it read."""
+def scripted(*connections: Sequence[bytes]) -> Iterator[tuple[str, list[int]]]:
+    """A server that accepts the given connections one after the other; on each it reads
+    every request whole and sends the next answer (in two writes, so the client must read
+    again), then closes it. Yields its URL and the body length of every request it read."""
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     seen: list[int] = []
 
     def serve() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            buffered = b""
-            for answer in answers:
-                while b"\r\n\r\n" not in buffered:
-                    buffered += conn.recv(65536)
-                head, _, buffered = buffered.partition(b"\r\n\r\n")
-                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                                  if line.lower().startswith(b"content-length")))
-                while len(buffered) < length:
-                    buffered += conn.recv(65536)
-                buffered = buffered[length:]
-                seen.append(length)
-                conn.sendall(answer[:10])
-                conn.sendall(answer[10:])
-            if close_after:
+        for answers in connections:
+            conn, _ = listener.accept()
+            with conn:
+                buffered = b""
+                for answer in answers:
+                    buffered = _read_request(conn, buffered, seen)
+                    conn.sendall(answer[:10])
+                    conn.sendall(answer[10:])
                 conn.shutdown(socket.SHUT_RDWR)
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -112,6 +106,25 @@ def scripted(answers: Sequence[bytes],
         listener.close()
 
 
+def _read_request(conn: socket.socket, buffered: bytes, seen: list[int]) -> bytes:
+    while b"\r\n\r\n" not in buffered:
+        buffered += conn.recv(65536)
+    head, _, buffered = buffered.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length")))
+    while len(buffered) < length:
+        buffered += conn.recv(65536)
+    seen.append(length)
+    return buffered[length:]
+
+
+def closed_by_server(lean: LeanConnection) -> None:
+    """Wait until the server's close of an idle connection reached the client's socket."""
+    deadline = time.monotonic() + 5
+    while not select.select([lean._socket], [], [], 0.05)[0]:
+        assert time.monotonic() < deadline
+
+
 def test_a_write_conflict_is_sent_again_and_counted() -> None:
     with scripted([CONFLICT, CONFLICT, CREATED]) as (url, seen):
         lean = LeanConnection(url, {}, 5.0)
@@ -120,8 +133,19 @@ def test_a_write_conflict_is_sent_again_and_counted() -> None:
     assert response.status == 201
     assert response.json() == {"ok": True}
     assert seen == [7, 7, 7]  # the same body, three times, on one connection
-    assert lean.resends == 2
+    assert (lean.resends, lean.reconnects) == (2, 0)
     assert resends([lean]) == 2
+
+
+def test_an_idle_connection_the_server_closed_is_opened_again() -> None:
+    with scripted([CREATED], [CREATED]) as (url, seen):
+        lean = LeanConnection(url, {}, 5.0)
+        assert lean.send(lean.encode(Call("GET", "/x"))).status == 201
+        closed_by_server(lean)  # as after the server's keep-alive timeout
+        assert lean.send(lean.encode(Call("POST", "/x", b"{}"))).status == 201
+        lean.close()
+    assert seen == [0, 2]
+    assert lean.reconnects == 1
 
 
 def test_a_chunked_answer_is_refused_not_misread() -> None:
@@ -133,11 +157,21 @@ def test_a_chunked_answer_is_refused_not_misread() -> None:
         lean.close()
 
 
-def test_a_closed_connection_is_an_error() -> None:
-    with scripted([CREATED], close_after=True) as (url, _):
+def test_an_answer_cut_short_is_an_error() -> None:
+    cut = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this"
+    with scripted([cut]) as (url, _):
         lean = LeanConnection(url, {}, 5.0)
-        assert lean.send(lean.encode(Call("GET", "/x"))).status == 201
         with pytest.raises(LeanHttpError, match="closed"):
+            lean.send(lean.encode(Call("GET", "/x")))
+        lean.close()
+
+
+def test_bytes_nobody_asked_for_are_an_error() -> None:
+    with scripted([CREATED + b"HTTP/1.1 200 OK\r\n"]) as (url, _):
+        lean = LeanConnection(url, {}, 5.0)
+        lean.send(lean.encode(Call("GET", "/x")))
+        closed_by_server(lean)
+        with pytest.raises(LeanHttpError, match="nobody asked"):
             lean.send(lean.encode(Call("GET", "/x")))
         lean.close()
 
