@@ -56,7 +56,10 @@ class LeanConnection:
         self._address, self._timeout = (url.hostname, url.port), timeout
         self._host = f"{url.hostname}:{url.port}".encode()
         self._fixed = b"".join(f"{name}: {value}\r\n".encode() for name, value in headers.items())
-        self._socket = self._connect()
+        # Connected by the first request, on the client's own thread: clients that start
+        # together connect together, as ``httpx`` clients do, so the API processes sharing
+        # the port accept them alike (connected one after the other, one process took all).
+        self._socket: socket.socket | None = None
         self._buffer = b""
         self.resends = self.reconnects = 0
 
@@ -65,22 +68,28 @@ class LeanConnection:
         connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return connection
 
-    def _ready(self) -> None:
-        """Reconnect if the server closed this connection while it sat idle (as servers do
-        after their keep-alive timeout); anything else unasked on the socket is an error."""
+    def _ready(self) -> socket.socket:
+        """The connection, opened now if it is not yet, or again if the server closed it while
+        it sat idle (as servers do after their keep-alive timeout); anything else unasked on
+        it is an error."""
+        if self._socket is None:
+            self._socket = self._connect()
+            return self._socket
         if self._buffer:
             raise _unasked(self._buffer)
         if not select.select([self._socket], [], [], 0)[0]:
-            return  # nothing arrived while it sat idle: the connection is as we left it
+            return self._socket  # nothing arrived while it sat idle: as we left it
         arrived = self._socket.recv(READ_SIZE)
         if arrived:
             raise _unasked(arrived)
         self._socket.close()
         self._socket = self._connect()
         self.reconnects += 1
+        return self._socket
 
     def close(self) -> None:
-        self._socket.close()
+        if self._socket is not None:
+            self._socket.close()
 
     def encode(self, call: Call) -> bytes:
         """The request's bytes (done before timing starts, by :func:`encoded`)."""
@@ -107,10 +116,10 @@ class LeanConnection:
         return self._exchange(request)
 
     def _exchange(self, request: bytes) -> LeanResponse:
-        self._ready()
-        self._socket.sendall(request)
+        connection = self._ready()
+        connection.sendall(request)
         while (end := self._buffer.find(HEADER_END)) < 0:
-            self._receive()
+            self._receive(connection)
         head, self._buffer = self._buffer[:end], self._buffer[end + len(HEADER_END):]
         status_line, *lines = head.decode("latin-1").split("\r\n")
         headers = {name.strip().lower(): value.strip()
@@ -120,12 +129,12 @@ class LeanConnection:
             raise LeanHttpError(msg)
         length = int(headers.get("content-length", "0"))
         while len(self._buffer) < length:
-            self._receive()
+            self._receive(connection)
         body, self._buffer = self._buffer[:length], self._buffer[length:]
         return LeanResponse(int(status_line.split(" ", 2)[1]), headers, body)
 
-    def _receive(self) -> None:
-        chunk = self._socket.recv(READ_SIZE)
+    def _receive(self, connection: socket.socket) -> None:
+        chunk = connection.recv(READ_SIZE)
         if not chunk:
             msg = "the server closed the connection"
             raise LeanHttpError(msg)

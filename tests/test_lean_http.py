@@ -176,6 +176,15 @@ def test_bytes_nobody_asked_for_are_an_error() -> None:
         lean.close()
 
 
+def test_connects_with_its_first_request() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()  # nothing listens there any more
+    lean = LeanConnection(url, {}, 1.0)  # so that clients started together connect together
+    with pytest.raises(ConnectionRefusedError):
+        lean.send(lean.encode(Call("GET", "/x")))
+
+
 def test_only_plain_http_urls() -> None:
     with pytest.raises(ValueError, match="http://host:port"):
         LeanConnection("https://example.org", {}, 1.0)
