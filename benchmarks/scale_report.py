@@ -135,6 +135,10 @@ def diagnosis(points: Sequence[ScaleAdmit], gains: Sequence[float]) -> str:
             return ("CPU-bound from one process on: the 2 cores were already busy (API, "
                     "store, these clients and other programs), so a 2nd process only shares "
                     "them.")
+        if second.machine_busy >= SATURATED:
+            return ("one process is bound by its own interpreter, with cores to spare; a 2nd "
+                    "process saturates the 2 cores (API processes, store and these clients "
+                    "together), so it gains nothing.")
         return ("flat with cores to spare: the limit is the store's serialisation (one "
                 "scope's queue, or one writer at a time), not the API processes.")
     if max(m.machine_busy for m in points) >= SATURATED and gains[-1] < SCALING:
