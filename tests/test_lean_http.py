@@ -148,20 +148,16 @@ def test_an_idle_connection_the_server_closed_is_opened_again() -> None:
     assert lean.reconnects == 1
 
 
-def test_a_chunked_answer_is_refused_not_misread() -> None:
-    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
-    with scripted([chunked]) as (url, _):
-        lean = LeanConnection(url, {}, 5.0)
-        with pytest.raises(LeanHttpError, match="chunked"):
-            lean.send(lean.encode(Call("GET", "/x")))
-        lean.close()
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+CUT_SHORT = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this"
 
 
-def test_an_answer_cut_short_is_an_error() -> None:
-    cut = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this"
-    with scripted([cut]) as (url, _):
+@pytest.mark.parametrize(("answer", "error"), [(CHUNKED, "chunked"), (CUT_SHORT, "closed")],
+                         ids=["chunked", "cut short"])
+def test_an_answer_it_cannot_read_is_refused_not_misread(answer: bytes, error: str) -> None:
+    with scripted([answer]) as (url, _):
         lean = LeanConnection(url, {}, 5.0)
-        with pytest.raises(LeanHttpError, match="closed"):
+        with pytest.raises(LeanHttpError, match=error):
             lean.send(lean.encode(Call("GET", "/x")))
         lean.close()
 
