@@ -13,14 +13,20 @@ import httpx
 
 from adapters.client.dream_client import DreamClient
 from benchmarks.dream_workload import EXPERIENCE, MAX_PENDING, REQUEST_TIMEOUT_S, TASK, Sizes
-from benchmarks.http import Call, Measurement, Server, Session, run_clients
+from benchmarks.http import (
+    Call,
+    Measurement,
+    Server,
+    Session,
+    resending,
+    run_clients,
+    write_conflict,
+)
 from domain.dream_request import DreamOperation
 from domain.refs import ArtifactFamily, Lineage
 
 ADMISSIONS_PER_SCOPE = 900  # then a fresh scope, well inside MAX_PENDING
 EXPERIENCES = 4
-CONFLICT = 409
-MAX_RESENDS = 100
 
 
 @dataclass(frozen=True)
@@ -91,20 +97,12 @@ class ConflictResends(httpx.HTTPTransport):
         self.resends = 0
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        for _ in range(MAX_RESENDS):
-            response = super().handle_request(request)
-            if response.status_code != CONFLICT or not _write_conflict(response):
-                return response
-            self.resends += 1
-        return super().handle_request(request)
-
-
-def _write_conflict(response: httpx.Response) -> bool:
-    response.read()
-    try:
-        return bool(response.json()["error"]["code"] == "write_conflict")
-    except (ValueError, KeyError, TypeError):
-        return False
+        send = super().handle_request
+        response, resent = resending(lambda: send(request),
+                                     lambda answer: write_conflict(answer.status_code,
+                                                                   answer.read))
+        self.resends += resent
+        return response
 
 
 @dataclass(frozen=True)
@@ -120,9 +118,8 @@ class Clients:
 
 def open_clients(stack: ExitStack, server: Server, count: int) -> Clients:
     transports = [ConflictResends() for _ in range(count)]
-    headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
     sessions = [Session(stack.enter_context(httpx.Client(
-        base_url=server.base_url, headers=headers, timeout=REQUEST_TIMEOUT_S,
+        base_url=server.base_url, headers=server.headers, timeout=REQUEST_TIMEOUT_S,
         transport=transport)), scope_id="") for transport in transports]  # scopes: per call
     return Clients(sessions, transports)
 

@@ -60,6 +60,9 @@ STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 60.0
 T = TypeVar("T")
+R = TypeVar("R")
+CONFLICT = 409
+MAX_RESENDS = 100  # re-sends of one request after 409 write_conflict
 LOG_TAIL_CHARS = 2000
 MS = 1000.0
 ENTRY_TEXT = "The user prefers short answers with one runnable example."
@@ -84,6 +87,11 @@ QUICK_SIZES = Sizes(2, {1: 40, 8: 10}, 5)
 class Server:
     base_url: str
     token: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What every benchmark client sends: the bootstrap admin's token, JSON bodies."""
+        return {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
 
 
 def serve_command(settings: Settings, port: int) -> list[str]:
@@ -208,8 +216,7 @@ class Session:
 
 def open_session(stack: ExitStack, server: Server, index: int) -> Session:
     client = stack.enter_context(httpx.Client(
-        base_url=server.base_url, timeout=REQUEST_TIMEOUT_S,
-        headers={"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}))
+        base_url=server.base_url, timeout=REQUEST_TIMEOUT_S, headers=server.headers))
     session = Session(client, f"bench-{index}")
     session.post("/v1/scopes", {"scope_id": session.scope_id})
     return session
@@ -263,6 +270,28 @@ class Measurement(RoundMedians):
     @property
     def requests_per_second(self) -> list[float]:
         return [len(r) / wall for r, wall in zip(self.rounds, self.walls, strict=True)]
+
+
+def write_conflict(status: int, body: Callable[[], bytes]) -> bool:
+    """Whether an answer is a 409 ``write_conflict``: the server stored nothing, so a client
+    may send the request again (``body`` is read only for a 409)."""
+    if status != CONFLICT:
+        return False
+    try:
+        return bool(json.loads(body())["error"]["code"] == "write_conflict")
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def resending(exchange: Callable[[], R], conflict: Callable[[R], bool]) -> tuple[R, int]:
+    """``exchange()``, again after each answer that is a ``conflict``, as a client should once
+    the server's own retries ran out (at most ``MAX_RESENDS`` times): the last answer and how
+    many times the request was sent again."""
+    for resent in range(MAX_RESENDS):
+        answer = exchange()
+        if not conflict(answer):
+            return answer, resent
+    return exchange(), MAX_RESENDS
 
 
 def timed_calls(sender: Callable[[T], object], calls: Sequence[T],

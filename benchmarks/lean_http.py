@@ -2,15 +2,15 @@
 before the clock starts, and only what a benchmark needs read from each response.
 
 On a 2-core machine the load generator shares the cores with the server it measures. The
-``httpx`` clients (:mod:`benchmarks.http`) cost about 0.6 to 1 ms of CPU per request, a tenth of
-what the whole deployment spends on an admission; this one costs a few hundredths. The scale
+``httpx`` clients (:mod:`benchmarks.http`) cost about 0.5 to 0.9 ms of CPU per request, about a
+seventh of what the whole deployment spends on an admission; this one under 0.1 ms. The scale
 benchmark reports both, so a reader can tell the server's capacity from the client's.
 
 It speaks only what ``dream serve`` answers: HTTP/1.1 with ``Content-Length`` (no chunked
 bodies), over keep-alive; a connection the server closed while it sat idle is opened again
 before the next request, as any keep-alive client does. A request the server refused with
-409 ``write_conflict`` (nothing stored) is sent again and counted, as
-:class:`benchmarks.dream_admissions.ConflictResends` does.
+409 ``write_conflict`` (nothing stored) is sent again and counted, as the ``httpx`` clients do
+(``benchmarks.http.resending``).
 """
 
 from __future__ import annotations
@@ -23,11 +23,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from benchmarks.http import Call, Server, run_plans
+from benchmarks.http import Call, Server, resending, run_plans, write_conflict
 
 HEADER_END = b"\r\n\r\n"
-CONFLICT = 409
-MAX_RESENDS = 100
 READ_SIZE = 65536
 
 
@@ -92,7 +90,7 @@ class LeanConnection:
             self._socket.close()
 
     def encode(self, call: Call) -> bytes:
-        """The request's bytes (done before timing starts, by :func:`encoded`)."""
+        """The request's bytes (``run_lean`` encodes a plan before the clock starts)."""
         body = call.body or b""
         head = (f"{call.method} {call.path} HTTP/1.1\r\nContent-Length: {len(body)}\r\n"
                 .encode())
@@ -108,12 +106,11 @@ class LeanConnection:
 
     def send(self, request: bytes) -> LeanResponse:
         """Send an encoded request; re-send it after a 409 ``write_conflict``."""
-        for _ in range(MAX_RESENDS):
-            response = self._exchange(request)
-            if response.status != CONFLICT or not _write_conflict(response):
-                return response
-            self.resends += 1
-        return self._exchange(request)
+        response, resent = resending(lambda: self._exchange(request),
+                                     lambda answer: write_conflict(answer.status,
+                                                                   lambda: answer.body))
+        self.resends += resent
+        return response
 
     def _exchange(self, request: bytes) -> LeanResponse:
         connection = self._ready()
@@ -145,22 +142,13 @@ def _unasked(data: bytes) -> LeanHttpError:
     return LeanHttpError(f"the server sent bytes nobody asked for: {data[:80]!r}")
 
 
-def _write_conflict(response: LeanResponse) -> bool:
-    try:
-        answer = response.json()
-        return isinstance(answer, dict) and answer["error"]["code"] == "write_conflict"
-    except (ValueError, KeyError, TypeError):
-        return False
-
-
 @contextmanager
 def lean_clients(server: Server, count: int, timeout: float) -> Iterator[list[LeanConnection]]:
     """``count`` lean clients of ``server``, each with the admin's bearer token; closed on exit."""
-    headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
     with ExitStack() as stack:
         connections = []
         for _ in range(count):
-            connections.append(LeanConnection(server.base_url, headers, timeout))
+            connections.append(LeanConnection(server.base_url, server.headers, timeout))
             stack.callback(connections[-1].close)
         yield connections
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from adapters.client.dream_client import DreamClient
-from benchmarks.dream_admissions import admission, prepare_scope
+from benchmarks.dream_admissions import ConflictResends, admission, prepare_scope
 from benchmarks.http import Call, Server
 from benchmarks.lean_http import (
     LeanConnection,
@@ -135,6 +135,25 @@ def test_a_write_conflict_is_sent_again_and_counted() -> None:
     assert seen == [7, 7, 7]  # the same body, three times, on one connection
     assert (lean.resends, lean.reconnects) == (2, 0)
     assert resends([lean]) == 2
+
+
+def test_the_httpx_clients_send_a_write_conflict_again_the_same_way() -> None:
+    transport = ConflictResends()
+    with scripted([CONFLICT, CREATED]) as (url, seen), httpx.Client(
+            base_url=url, transport=transport) as client:
+        response = client.post("/x", content=b'{"a":1}')
+    assert (response.status_code, response.json()) == (201, {"ok": True})
+    assert seen == [7, 7]
+    assert transport.resends == 1
+
+
+def test_a_conflict_that_is_not_a_write_conflict_is_answered_as_is() -> None:
+    other = _answer(409, json.dumps({"error": {"code": "revision_conflict"}}).encode())
+    with scripted([other]) as (url, seen):
+        lean = LeanConnection(url, {}, 5.0)
+        assert lean.send(lean.encode(Call("GET", "/x"))).status == 409
+        lean.close()
+    assert (seen, lean.resends) == ([0], 0)
 
 
 def test_an_idle_connection_the_server_closed_is_opened_again() -> None:
