@@ -45,6 +45,7 @@ bench: $(RUNTIME)
 	$(BIN)/dream bench audit
 	$(BIN)/dream bench freshness
 	$(BIN)/dream bench backlog
+	$(BIN)/dream bench auto_dream
 	$(BIN)/dream bench mcp
 	$(BIN)/dream bench scale
 

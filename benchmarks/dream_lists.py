@@ -131,6 +131,7 @@ def view_row(run: SyntheticRun, position: int) -> dict[str, object]:
         "completed_at": to_micros(run.completed_at) if run.status.terminal else None,
         "attempt_count": int(started), "model_config_id": MODEL if started else None,
         "reused": False, "principal_key": new.principal_key, "position": position,
+        "trigger": new.trigger,
         "lease_expires_at": (to_micros(run.lease_expires_at)
                              if run.status == RunStatus.RUNNING else None),
     }
