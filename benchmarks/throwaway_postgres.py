@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import psycopg
+from psycopg.sql import SQL, Identifier
+
 DEFAULT_OS_USER = "dreampg"
 SUPERUSER = "dream"
 DEFAULT_DBNAME = "dream"
@@ -359,3 +362,36 @@ def throwaway_postgres(
         yield server
     finally:
         stop_postgres_server(server)
+
+
+# -- a crash of the server, and commits that survive it -------------------------------------
+
+def pg_ctl(server: PostgresServer, *args: str) -> None:
+    command = [str(server.bin_dir / "pg_ctl"), "-D", str(server.data_dir), *args]
+    if server.os_user is not None:
+        command = ["runuser", "-u", server.os_user, "--", *command]
+    subprocess.run(command, cwd=server.base_dir, check=True, capture_output=True, timeout=90)
+
+
+def stop_immediately(server: PostgresServer) -> None:
+    """Kill the server as a crash would: no checkpoint, every connection cut."""
+    pg_ctl(server, "-m", "immediate", "-w", "stop")
+
+
+def start_again(server: PostgresServer) -> None:
+    options = (f"-c listen_addresses={HOST} -p {server.port} -k {server.base_dir / 'sock'} "
+               "-c fsync=off -c max_connections=200")
+    pg_ctl(server, "-l", str(server.log_file), "-w", "-t", "60", "-o", options, "start")
+
+
+def durable_database(server: PostgresServer, name: str = "outage") -> str:
+    """A database whose commits survive an immediate stop.
+
+    The throwaway server runs with ``synchronous_commit=off`` for speed, which lets an
+    immediate stop drop commits already acknowledged; this database overrides it.
+    """
+    url = server.create_database(name)
+    with psycopg.connect(server.url, autocommit=True) as connection:
+        connection.execute(SQL("ALTER DATABASE {0} SET synchronous_commit = on")
+                           .format(Identifier(name)))
+    return url

@@ -8,6 +8,7 @@ fails the session instead of passing silently.
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,8 +28,23 @@ from benchmarks.throwaway_postgres import (
     stop_postgres_server,
 )
 from tests.openai_fake import FakeOpenAI
+from tests.store_guard import sitecustomize as store_guard
 
 REQUIRE_POSTGRES = os.environ.get("DREAM_REQUIRE_POSTGRES") == "1"
+GUARD_LOG = Path(tempfile.mkstemp(prefix="dream-store-guard-", suffix=".log")[1])
+
+
+def _guard_store_files() -> None:
+    """This process and every Python process the tests start refuse to open a store file
+    outside SQLite (``tests/store_guard``)."""
+    os.environ[store_guard.LOG_ENV] = str(GUARD_LOG)
+    guard_dir = str(Path(store_guard.__file__).parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (guard_dir, os.environ.get("PYTHONPATH")) if p)
+    store_guard.install()
+
+
+_guard_store_files()
 STORES = [pytest.param("sqlite", id="sqlite"),
           pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 _postgres_outcomes: dict[str, int] = {"passed": 0, "skipped": 0, "failed": 0}
@@ -109,6 +125,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    touched = GUARD_LOG.read_text() if GUARD_LOG.exists() else ""
+    GUARD_LOG.unlink(missing_ok=True)
+    if touched:
+        print(f"\nStore files were touched outside SQLite:\n{touched}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if not REQUIRE_POSTGRES or session.config.option.collectonly:
         return
     ran, skipped = _postgres_outcomes["passed"], _postgres_outcomes["skipped"]

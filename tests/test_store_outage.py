@@ -25,7 +25,6 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import httpx
-import psycopg
 import pytest
 
 from adapters.http.app import create_app
@@ -36,8 +35,10 @@ from adapters.workers.pool import WorkerPool, when_store_answers
 from application.execution import DreamExecutor
 from application.store import StoreUnavailableError
 from benchmarks.throwaway_postgres import (
-    HOST,
     PostgresServer,
+    durable_database,
+    start_again,
+    stop_immediately,
     stop_postgres_server,
 )
 from domain.policy import LOCAL
@@ -62,24 +63,6 @@ STOP_BOUND = 20  # seconds a SIGTERMed process may take to stop while the store 
 
 # -- the throwaway server, stopped and started on the same data dir and port --------------------
 
-def pg_ctl(server: PostgresServer, *args: str) -> None:
-    command = [str(server.bin_dir / "pg_ctl"), "-D", str(server.data_dir), *args]
-    if server.os_user is not None:
-        command = ["runuser", "-u", server.os_user, "--", *command]
-    subprocess.run(command, cwd=server.base_dir, check=True, capture_output=True, timeout=90)
-
-
-def stop_immediately(server: PostgresServer) -> None:
-    """Kill the server as a crash would: no checkpoint, every connection cut."""
-    pg_ctl(server, "-m", "immediate", "-w", "stop")
-
-
-def start_again(server: PostgresServer) -> None:
-    options = (f"-c listen_addresses={HOST} -p {server.port} -k {server.base_dir / 'sock'} "
-               "-c fsync=off -c max_connections=200")
-    pg_ctl(server, "-l", str(server.log_file), "-w", "-t", "60", "-o", options, "start")
-
-
 @pytest.fixture
 def own_postgres(tmp_path: Path) -> Iterator[PostgresServer]:
     """A server of this test's own: stopping it must not disturb the session's server. Its
@@ -91,18 +74,6 @@ def own_postgres(tmp_path: Path) -> Iterator[PostgresServer]:
     with contextlib.suppress(OSError):
         shutil.copy(server.log_file, tmp_path / "postgres.log")
     stop_postgres_server(server)
-
-
-def durable_database(server: PostgresServer) -> str:
-    """A database whose commits survive an immediate stop.
-
-    The throwaway server runs with ``synchronous_commit=off`` for speed, which lets an
-    immediate stop drop commits already acknowledged; this database overrides it.
-    """
-    url = server.create_database("outage")
-    with psycopg.connect(server.url, autocommit=True) as connection:
-        connection.execute("ALTER DATABASE outage SET synchronous_commit = on")
-    return url
 
 
 # -- load with a client-side ledger -------------------------------------------------------------

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, nullcontext, suppress
 from functools import cached_property
 from inspect import unwrap
 from pathlib import Path
-from threading import Event, Thread
+from threading import Event, Thread, get_ident
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 from uuid import UUID
@@ -363,19 +363,42 @@ def private_dir(path: Path) -> Path:
 
 
 def private_sqlite_file(path: Path) -> str:
-    """Create the SQLite database file 0600 before SQLite opens it.
+    """``path``, an SQLite database file only its owner may read (0600), for SQLite to open.
+
+    This function never opens the database file, because POSIX advisory locks belong to a
+    process and a file: closing *any* descriptor on the file drops every lock this process's
+    SQLite connections hold on it. SQLite in another process then believes it is the file's
+    last user, checkpoints and deletes the ``-wal`` and ``-shm`` files under connections that
+    still write into them, and every later commit is lost (ADR-0026). A missing file is made
+    under a name of its own and linked into place; an existing one is only ``chmod``-ed.
 
     SQLite creates its ``-wal``, ``-shm`` and ``-journal`` files with the database file's
     permissions, so they are owner-only too; ones left by an older start are tightened.
     """
     private_dir(path.parent)
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE_MODE))
+    if not path.exists():
+        _create_private(path)
     for suffix in _SQLITE_FILES:
         # Another process closing its last connection may remove the file at any moment: one
         # gone before its chmod needs no tightening.
         with suppress(FileNotFoundError):
             _restrict(path.with_name(path.name + suffix), PRIVATE_FILE_MODE)
     return str(path)
+
+
+def _create_private(path: Path) -> None:
+    """Create an empty 0600 file at ``path`` unless someone else does first, without ever
+    holding a descriptor on the inode once it has that name."""
+    scratch = path.with_name(f".{path.stem}.{os.getpid()}.{get_ident()}.creating")
+    os.close(os.open(scratch, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE_MODE))
+    try:
+        os.link(scratch, path)  # fails, and replaces nothing, if the file exists by now
+    except FileExistsError:
+        pass
+    except OSError as error:  # a file system without hard links: SQLite creates the file
+        log.debug("cannot link %s into place (%s); SQLite will create it", path, error)
+    finally:
+        scratch.unlink(missing_ok=True)
 
 
 def _restrict(path: Path, mode: int) -> None:
