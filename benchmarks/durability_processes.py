@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,7 +237,7 @@ def mcp_session(store: Store) -> int:
     return tools
 
 
-def _send(process: subprocess.Popen[str], message: dict[str, object]) -> None:
+def _send(process: subprocess.Popen[str], message: Mapping[str, object]) -> None:
     assert process.stdin is not None
     process.stdin.write(json.dumps(message) + "\n")
     process.stdin.flush()

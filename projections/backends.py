@@ -149,6 +149,14 @@ class PostgresProjectionView(RenderedStatements, SerialisedSchema, PostgresTrack
         with self.datastore.get_connection() as connection, connection.cursor() as cursor:
             yield cursor
 
+    @contextmanager
+    def snapshot(self) -> Iterator[ViewCursor]:
+        """One REPEATABLE READ transaction: every read sees the same moment of the view."""
+        with (self.datastore.get_connection() as connection, connection.transaction(),
+              connection.cursor() as cursor):
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield cursor
+
     def _store(self) -> Datastore:
         return self.datastore
 

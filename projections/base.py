@@ -212,6 +212,19 @@ class ProjectionView(TrackingRecorder, ABC):
         with self._store().transaction(commit=False) as cursor:
             yield cursor
 
+    @contextmanager
+    def snapshot(self) -> Iterator[ViewCursor]:
+        """A read-only transaction whose reads all see one moment of the view, its tracking
+        position included, however busy its host is (SQLite's WAL gives every read
+        transaction a snapshot)."""
+        with self.reading() as cursor:
+            yield cursor
+
+    def position_in(self, cursor: ViewCursor, application_name: str) -> int:
+        """The view's tracking position, as ``cursor``'s transaction sees it (0: none)."""
+        position: int | None = self._max_tracking_id(application_name, cursor)  # type: ignore[attr-defined]
+        return position or 0
+
     def close(self) -> None:
         """Release the view's connections."""
         self._store().close()

@@ -83,10 +83,11 @@ def test_a_store_created_with_looser_modes_is_tightened_when_opened(tmp_path: Pa
     data = tmp_path / "data"
     data.mkdir(mode=0o755)
     os.chmod(data, 0o755)
-    with sqlite3.connect(data / "events.sqlite3") as connection:
-        connection.execute("PRAGMA journal_mode=WAL")
+    # An older start's connection, still open, keeps its -wal (only SQLite opens store files).
+    older = sqlite3.connect(data / "events.sqlite3", isolation_level=None)
+    older.execute("PRAGMA journal_mode=WAL")
+    older.execute("CREATE TABLE left_by_an_older_start (n int)")
     for name in ("events.sqlite3", "events.sqlite3-wal"):
-        (data / name).touch()
         os.chmod(data / name, 0o644)
     settings = Settings(data_dir=data, access="disabled", workers=0)
     app = open_dreaming(settings)
@@ -95,6 +96,7 @@ def test_a_store_created_with_looser_modes_is_tightened_when_opened(tmp_path: Pa
         assert_private(data)
     finally:
         app.close()
+        older.close()
 
 
 def test_a_companion_file_removed_while_opening_is_no_error(
@@ -103,8 +105,9 @@ def test_a_companion_file_removed_while_opening_is_no_error(
     does: one that is gone by the time of its chmod needs no tightening, and opening goes on."""
     database = tmp_path / "views" / "runs.sqlite3"
     database.parent.mkdir(mode=0o700)
-    for suffix in ("-wal", "-shm"):
-        (tmp_path / "views" / f"runs.sqlite3{suffix}").touch(0o644)
+    other = sqlite3.connect(database, isolation_level=None)  # SQLite makes the -wal and -shm
+    other.execute("PRAGMA journal_mode=WAL")
+    other.execute("CREATE TABLE t (n int)")
     chmod = os.chmod
 
     def removed_just_before(path: Any, mode: int) -> None:
@@ -116,3 +119,4 @@ def test_a_companion_file_removed_while_opening_is_no_error(
     assert private_sqlite_file(database) == str(database)
     assert stat.S_IMODE(database.stat().st_mode) == 0o600
     assert sorted(p.name for p in database.parent.iterdir()) == ["runs.sqlite3"]
+    other.close()

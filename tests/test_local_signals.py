@@ -69,7 +69,8 @@ def test_a_hint_crosses_processes_and_a_dead_listeners_marker_is_cleared(
     directory = signals_dir(tmp_path / "data")
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(directory)],
                              stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(Path.cwd())})
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                 [str(Path.cwd()), os.environ.get("PYTHONPATH", "")])})
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "listening"

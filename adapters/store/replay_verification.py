@@ -1,11 +1,12 @@
 """Replay verification: rebuild every read model from the event store into a scratch database
 and compare it, table by table, with the live one.
 
-For each projection the live view's tracking position L is read, a scratch view (a temporary
+For each projection the live view's tables and its tracking position L are read in one snapshot
+(a read transaction on SQLite, REPEATABLE READ on PostgreSQL), a scratch view (a temporary
 SQLite file, or a temporary PostgreSQL schema) is built by applying events 1..L through the
 projection's own code, and every table is compared: row counts, a digest over the sorted rows,
-and the first rows that differ. If the live view moved on while being read, the scratch view
-catches up and the comparison is repeated, so a running service can be verified.
+and the first rows that differ. A running service can be verified however busy it is: its
+host goes on applying events after the snapshot, and the replay stops at L.
 
 Dead letters are compared too (without their wall-clock ``recorded_at``): a replay must hit the
 same poison events as the live view did.
@@ -35,10 +36,9 @@ from adapters.store.view_batches import Progress, apply_events, open_view
 from application.store import EventStore
 from projections.base import ProjectionSpec, ProjectionView
 from projections.dead_letters import DEAD_LETTERS
-from projections.dialect import Row
+from projections.dialect import Row, ViewCursor
 
 MAX_DIFFERENCES = 5
-CATCH_UP_TRIES = 5
 IGNORED_COLUMNS = {DEAD_LETTERS: {"recorded_at"}}  # wall-clock time of the failure
 
 
@@ -86,20 +86,16 @@ def verify(settings: Settings, specs: Sequence[ProjectionSpec[Any]],
 def _verify_one(app: EventStore, settings: Settings, spec: ProjectionSpec[Any],
                 progress: Progress | None) -> ProjectionComparison:
     with closing(open_view(spec, settings)) as live, _scratch_view(spec, settings) as scratch:
-        projection = spec.runnable(view=scratch)
-        replayed, seconds = 0, 0.0
-        for _ in range(CATCH_UP_TRIES):
-            target = live.max_tracking_id(app.name) or 0
-            started = time.perf_counter()
-            replayed += apply_events(app, projection, scratch, target, progress)
-            seconds += time.perf_counter() - started
-            live_tables = _read_tables(live)
-            if (live.max_tracking_id(app.name) or 0) == target:
-                break  # the live view did not move while it was read
-        else:
-            msg = f"the live {spec.name!r} view kept moving; verify again when it is quieter"
-            raise RuntimeError(msg)
-        replayed_tables = _read_tables(scratch)
+        # The live view's tables and position are read in one snapshot, so its host may go on
+        # applying events meanwhile: the replay stops at the position the snapshot shows.
+        with live.snapshot() as cursor:
+            target = live.position_in(cursor, app.name)
+            live_tables = _read_tables(live, cursor)
+        started = time.perf_counter()
+        replayed = apply_events(app, spec.runnable(view=scratch), scratch, target, progress)
+        seconds = time.perf_counter() - started
+        with scratch.reading() as cursor:
+            replayed_tables = _read_tables(scratch, cursor)
         tables = [_compare(name, live_tables[name], replayed_tables.get(name, []))
                   for name in live_tables]
         return ProjectionComparison(spec.name, target, app.max_position(), replayed, seconds,
@@ -138,15 +134,14 @@ def _construct(spec: ProjectionSpec[Any], env: dict[str, str], *,
 # -- comparing -------------------------------------------------------------------------------------
 
 
-def _read_tables(view: ProjectionView) -> dict[str, list[str]]:
+def _read_tables(view: ProjectionView, cursor: ViewCursor) -> dict[str, list[str]]:
     """Each table's rows as canonical JSON, sorted; keyed by the table's name in the view."""
     tables = {}
-    with view.reading() as cursor:
-        for quoted in [*view.view_tables(), view.table(DEAD_LETTERS)]:
-            cursor.execute(f"SELECT * FROM {quoted}", {})
-            name = _logical_name(view, quoted)
-            ignored = IGNORED_COLUMNS.get(name, set())
-            tables[name] = sorted(_canonical(row, ignored) for row in cursor.fetchall())
+    for quoted in [*view.view_tables(), view.table(DEAD_LETTERS)]:
+        cursor.execute(f"SELECT * FROM {quoted}", {})
+        name = _logical_name(view, quoted)
+        ignored = IGNORED_COLUMNS.get(name, set())
+        tables[name] = sorted(_canonical(row, ignored) for row in cursor.fetchall())
     return tables
 
 

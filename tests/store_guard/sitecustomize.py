@@ -39,7 +39,7 @@ def refuse_store_files(event: str, args: tuple[Any, ...]) -> None:
     message = f"{event} of store file {touched[0]} outside SQLite (pid {os.getpid()})"
     log = os.environ.get(LOG_ENV)
     if log:
-        with open(log, "a") as out:  # noqa: PTH123 - the hook avoids pathlib's imports
+        with open(log, "a") as out:
             out.write(message + "\n")
     raise StoreFileTouchedError(message)
 
