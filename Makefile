@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: venv demo test lint bench ci clean
+.PHONY: venv demo test lint bench durability ci clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ bench: $(RUNTIME)
 	$(BIN)/dream bench auto_dream
 	$(BIN)/dream bench mcp
 	$(BIN)/dream bench scale
+	$(BIN)/dream bench durability
+
+# The history checker's long run: every fault case on both stores (docs/durability.md).
+durability: $(RUNTIME)
+	$(BIN)/dream bench durability
 
 ci:
 	bash .ci/run

@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError, Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresRecorder, PostgresTrackingRecorder
@@ -28,7 +28,18 @@ from projections.rendered_sql import RenderedStatements
 TRACKING_SUFFIX = "_tracking"
 
 
-class _ViewConnectionPool(SQLiteConnectionPool):
+class SynchronousPool(SQLiteConnectionPool):
+    """Connections that open with ``PRAGMA synchronous`` set to :attr:`level`."""
+
+    level: ClassVar[str] = "FULL"
+
+    def _create_connection(self) -> SQLiteConnection:
+        connection = super()._create_connection()
+        connection.cursor().execute(f"PRAGMA synchronous={self.level}")
+        return connection
+
+
+class _ViewConnectionPool(SynchronousPool):
     """Connections of a view file commit without an fsync each (WAL + ``synchronous=NORMAL``).
 
     A view is derived data with its position in the same transactions: a power loss can only
@@ -36,10 +47,7 @@ class _ViewConnectionPool(SQLiteConnectionPool):
     events. A process crash loses nothing. Measured: catching up is several times faster.
     """
 
-    def _create_connection(self) -> SQLiteConnection:
-        connection = super()._create_connection()
-        connection.cursor().execute("PRAGMA synchronous=NORMAL")
-        return connection
+    level = "NORMAL"
 
 
 class SQLiteProjectionView(SQLiteTrackingRecorder, ProjectionView, ABC):

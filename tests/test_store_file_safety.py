@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from adapters.store.persistence import private_sqlite_file
+from adapters.settings import Settings
+from adapters.store.persistence import open_store, private_sqlite_file
+from adapters.store.view_batches import open_view
+from projections.runs import RUNS
 from tests.store_guard import sitecustomize as store_guard
 
+SYNCHRONOUS_NORMAL, SYNCHRONOUS_FULL = 1, 2
 COUNT_AND_LEAVE = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); " \
                   "print(c.execute('SELECT count(*) FROM t').fetchone()[0]); c.close()"
 
@@ -81,3 +85,23 @@ def test_the_guard_is_in_every_python_process_the_tests_start(tmp_path: Path) ->
     assert "StoreFileTouchedError" in done.stderr
     assert f"open of store file {wal}" in log.read_text()
     assert not wal.exists()
+
+
+def test_an_acknowledged_event_is_synced_to_disk_and_a_view_batch_need_not_be(
+        tmp_path: Path) -> None:
+    """The event store's connections sync the WAL at every commit (``synchronous=FULL``): what
+    was acknowledged survives a power loss. A view's need not: it is rebuilt from the events."""
+    store = open_store(Settings(data_dir=tmp_path, access="disabled", workers=0))
+    try:
+        with store.recorder.datastore.transaction(commit=False) as cursor:  # type: ignore[attr-defined]
+            cursor.execute("PRAGMA synchronous")
+            assert cursor.fetchone()[0] == SYNCHRONOUS_FULL
+    finally:
+        store.close()
+    view = open_view(RUNS, Settings(data_dir=tmp_path, access="disabled", workers=0))
+    try:
+        with view.reading() as cursor:
+            cursor.execute("PRAGMA synchronous", {})
+            assert next(iter(cursor.fetchone())) == SYNCHRONOUS_NORMAL
+    finally:
+        view.close()

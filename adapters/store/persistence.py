@@ -30,7 +30,7 @@ from eventsourcing.postgres import (
     PostgresApplicationRecorder,
     PostgresFactory,
 )
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 from eventsourcing.utils import Environment, EnvType
 from psycopg.sql import SQL, Identifier
 
@@ -40,7 +40,7 @@ from adapters.store.pool_tuning import tune_pool
 from application.bootstrap import Dreaming
 from application.ports import EventsOfMany, ReadSetChangedError
 from application.store import EventStore
-from projections.backends import SerialisedSchema
+from projections.backends import SerialisedSchema, SynchronousPool
 from projections.rendered_sql import RenderedNotifications, RenderedStatements, rendered
 
 ReadSet = Mapping[UUID, int]
@@ -94,6 +94,13 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     store_kind = "sqlite"
     poll_interval: ClassVar[float] = 0.05  # seconds between a subscription's polls
     _turns: FileTurns | None = None
+
+    def __init__(self, datastore: SQLiteDatastore, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        # Every commit of an event is on disk when it is acknowledged, power loss included
+        # (``synchronous=FULL`` syncs the WAL at each commit), whatever SQLite's build
+        # defaults to. Connections are opened lazily, after this.
+        datastore.pool.__class__ = SynchronousPool
 
     def writers_turn(self, key: str) -> AbstractContextManager[object]:
         """The processes writing this file take turns per key, on lock files beside it."""
