@@ -292,6 +292,7 @@ STORE_COMMANDS: dict[str, Callable[[Beside], object]] = {
     "admin token list": lambda b: token_list(b.store),
     "admin token revoke": lambda b: token_revoke(b.store),
     "audit replay": lambda b: audit_replay(b.store),
+    "demo": lambda b: run_command(b.store, "demo", "--json", *b.store.options()),
     "auto status": lambda b: auto_status(b.store, b.base_url, b.scope),
     "mcp session": lambda b: mcp_session(b.store),
     "worker started and stopped": lambda b: stopped_service("worker")(

@@ -36,6 +36,7 @@ from psycopg.sql import SQL, Identifier
 
 from adapters.settings import Settings
 from adapters.store.file_turns import FileTurns
+from adapters.store.local_disk import require_local_disk
 from adapters.store.pool_tuning import tune_pool
 from application.bootstrap import Dreaming
 from application.ports import EventsOfMany, ReadSetChangedError
@@ -415,6 +416,7 @@ def _restrict(path: Path, mode: int) -> None:
 
 
 def sqlite_env(settings: Settings) -> dict[str, str]:
+    require_local_disk(settings.data_dir)
     return {
         "PERSISTENCE_MODULE": "eventsourcing.sqlite",
         "APPLICATION_RECORDER_TOPIC": _topic(ReadSetSQLiteApplicationRecorder),
