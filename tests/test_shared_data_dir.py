@@ -1,11 +1,15 @@
 """A second process on the data directory of a running `dream serve` costs it nothing.
 
 Each command the README documents beside a running server (an admin's token commands, the
-auditor's replay, a worker or a read-model host started and stopped, an agent's `dream mcp`
-session) runs against the server's store and exits; the server then acknowledges more writes,
-stops cleanly, and every write is still on disk when it starts again. SQLite removes a
+auditor's replay, the demo, a worker or a read-model host started and stopped, an agent's
+`dream mcp` session) runs against the server's embedded store and exits; the server then
+acknowledges more writes, stops cleanly, and every write is still on disk when it starts
+again. SQLite removes a
 database's ``-wal`` file when it believes the last user has gone: a process that dropped its
 own locks by closing a descriptor on the file lost every later write that way.
+
+PostgreSQL has no such files; the same commands run beside live servers on both stores, under
+load, in the history checker's ``store commands`` case (``tests/test_durability.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapters.settings import Settings
 from benchmarks.durability_processes import (
     CLEAN_EXITS,
     STORE_COMMANDS,
@@ -50,9 +53,8 @@ def sqlite_intact(database: Path) -> str:
 
 
 @pytest.mark.parametrize("command", sorted(STORE_COMMANDS))
-def test_writes_after_a_second_process_survive_a_restart(command: str, settings: Settings,
-                                                         tmp_path: Path) -> None:
-    store = Store(settings.data_dir, settings.database_url)
+def test_writes_after_a_second_process_survive_a_restart(command: str, tmp_path: Path) -> None:
+    store = Store(tmp_path / "data")
     serve = Service("serve", store, tmp_path / "serve.log").start()
     scopes = ["before", *(f"after-{n}" for n in range(AFTER))]
     try:
@@ -68,10 +70,9 @@ def test_writes_after_a_second_process_survive_a_restart(command: str, settings:
     finally:
         serve.ensure_stopped()
 
-    if store.kind == "sqlite":
-        for database in (settings.data_dir / "events.sqlite3",
-                         *sorted((settings.data_dir / "views").glob("*.sqlite3"))):
-            assert sqlite_intact(database) == "ok", database
+    for database in (store.data_dir / "events.sqlite3",
+                     *sorted((store.data_dir / "views").glob("*.sqlite3"))):
+        assert sqlite_intact(database) == "ok", database
     restarted = Service("serve", store, tmp_path / "restarted.log").start()
     try:
         with httpx.Client(base_url=restarted.base_url, timeout=30) as client:
