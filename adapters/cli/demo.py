@@ -11,6 +11,7 @@ own (``demo_auto``).
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from adapters.generators.factory import GeneratorRegistry
 from adapters.generators.offline import OfflineGenerator
 from adapters.settings import Settings
 from adapters.store.projection_runtime import RunningProjection, start_projection
+from adapters.store.view_host import view_lease
 from application.bootstrap import Dreaming
 from application.execution import DreamExecutor
 from application.records import EntryWritten
@@ -52,6 +54,8 @@ EXPERIENCE_ID = "pin-by-digest"  # the Experience written by a management write
 TASK = "task"  # the source type of the task records
 SEARCH = "digest rollout"
 ARTIFACT_AUDIT = "artifact"  # how the audit names an Artifact's history (see AUDITABLE)
+
+ELSEWHERE_SECONDS = 120.0  # a run another process's worker took, to finish
 
 
 def _task(source_id: str) -> SourceRef:
@@ -93,9 +97,11 @@ class _Produced:
 
 def run_demo(app: Dreaming, settings: Settings, scope_id: str,
              say: Callable[[str], None]) -> dict[str, Any]:
-    """The demo, with every read model following the store as ``dream serve`` runs them."""
+    """The demo, with every read model following the store as ``dream serve`` runs them: it
+    competes to host each one, and follows the host when a running service has it."""
     with ExitStack() as stack:
-        running = {spec.name: stack.enter_context(start_projection(spec, settings))
+        running = {spec.name: stack.enter_context(
+                       start_projection(spec, settings, lease=view_lease(settings, spec.name)))
                    for spec in READ_MODELS}
         report = _run_demo(app, running[KNOWLEDGE.name], running[AUTO_RECORDS.name], scope_id,
                            say)
@@ -269,10 +275,17 @@ def _dream(demo: _Demo, key: str, operation: DreamOperation,
 
 
 def _execute(demo: _Demo, run_id: str) -> DreamRun:
+    """Claim and execute the run as a worker would. Beside a running service on the same
+    store, one of its workers may claim it first: then wait for that worker to finish it."""
     attempt = demo.executor.claim(demo.scope_id, run_id)
-    assert attempt is not None, "a fresh run is always claimable"
-    finished = demo.executor.execute(attempt)
-    assert finished is not None
+    finished = None if attempt is None else demo.executor.execute(attempt)
+    deadline = time.monotonic() + ELSEWHERE_SECONDS
+    while finished is None or not finished.terminal:
+        if time.monotonic() > deadline:
+            msg = f"run {run_id} was taken by another worker and did not finish in time"
+            raise TimeoutError(msg)
+        time.sleep(0.05)
+        finished = demo.app.runs.get_dream(LOCAL, demo.scope_id, run_id)
     return finished
 
 

@@ -12,6 +12,7 @@ review like any other.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -20,7 +21,7 @@ from adapters.http.schemas import AutoDreamStatusView
 from adapters.store.projection_runtime import RunningProjection
 from application.auto_dreaming import Tick
 from application.bootstrap import Dreaming
-from domain.auto_dream import AutoSettings
+from domain.auto_dream import AutoSettings, Settlement
 from domain.dream_run import DreamRun
 from domain.policy import LOCAL
 from projections.auto_records import AutoRecordsView
@@ -39,6 +40,7 @@ NEW_TASKS = {
 SETTINGS = {"auto_dream_enabled": True, "auto_settle_minutes": 0}
 
 Execute = Callable[[str], DreamRun]  # claim and execute a run by id, as a worker would
+SETTLE_SECONDS = 60.0
 
 
 def dream_automatically(app: Dreaming, scope_id: str,
@@ -50,22 +52,40 @@ def dream_automatically(app: Dreaming, scope_id: str,
     new_sources = [_record_task(app, scope_id, source_id, text)
                    for source_id, text in NEW_TASKS.items()]
     before = _status(app, scope_id, log)
+    # Beside a running service, its scheduler may admit the window first; the demo then
+    # follows that window (``execute`` waits for a run another worker took).
     admitted = _scheduler_tick(app, scope_id, log)
-    assert admitted.admitted, admitted.refused or admitted.status.report.reason
     window = admitted.status.window
-    assert window is not None, "an admitted window is open"
-    runs = [execute(run_id) for run_id in admitted.admitted]
-    settled = _scheduler_tick(app, scope_id, log)
+    assert window is not None, admitted.refused or admitted.status.report.reason
+    runs = [execute(run_id) for run_id in window.run_ids]
+    settled = _settled(app, scope_id, log, window.work_key)
     return {
         "settings": asdict(AutoSettings.of(scope.settings)),
         "new_sources": new_sources,
         "before": before,
-        "admitted": {"work_key": window.work_key, "run_ids": list(admitted.admitted),
+        "admitted": {"work_key": window.work_key, "run_ids": list(window.run_ids),
                      "after": window.after, "end": window.end, "records": window.records},
         "runs": [_run_report(app, run) for run in runs],
-        "settled": None if settled.settled is None else settled.settled.value,
+        "settled": settled,
         "after": _status(app, scope_id, log),
     }
+
+
+def _settled(app: Dreaming, scope_id: str, log: RunningProjection[AutoRecordsView],
+             work_key: str) -> str:
+    """Tick until the window is settled (by this tick, or by a running service's scheduler
+    first); how it settled."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        tick = _scheduler_tick(app, scope_id, log)
+        if tick.settled not in (None, Settlement.WAITING):
+            return str(tick.settled)
+        if tick.status.window is None or tick.status.window.work_key != work_key:
+            return "settled by the running service's scheduler"
+        if time.monotonic() > deadline:
+            msg = f"window {work_key} did not settle in time"
+            raise TimeoutError(msg)
+        time.sleep(0.05)
 
 
 def _record_task(app: Dreaming, scope_id: str, source_id: str, text: str) -> dict[str, Any]:
