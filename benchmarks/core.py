@@ -357,7 +357,7 @@ def store_list(text: str) -> list[str]:
 def benchmark_parser(suite: str, description: str | None,
                      output: Path) -> argparse.ArgumentParser:
     """The options every benchmark shares; a suite adds its own."""
-    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{suite}",
+    parser = argparse.ArgumentParser(prog=f"dream bench {suite}",
                                      description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes for smoke runs")

@@ -13,8 +13,10 @@ on them, and the checker asserts:
 * every run is terminal and consistent with its Candidate;
 * `dream audit replay` exits 0: every read model equals a replay of the events.
 
-A case's faults are drawn from a seeded random generator; the seed is printed with every
-result, and ``--seed`` repeats a run's schedule.
+A case's faults, and each client's choice of writes, are drawn from a seeded random
+generator; the seed is printed with every result, and ``--seed`` repeats them (their timing
+is the machine's). ``--quick`` runs 2 clients and 2 faults a case (as the suite does); the
+default, 4 clients and 12 faults a case, 2.5 s apart. See docs/durability.md.
 
     dream bench durability [--quick] [--stores sqlite,postgres] [--cases ...] [--seed N]
 """

@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from benchmarks.durability_processes import deleted_store_files
+
 STARTUP_SECONDS = 60.0
 EXPERIENCE = {"situation": "A rollout pulled a moved tag", "action": "Pinned the digest",
               "outcome": "The rollout succeeded", "lesson": "Pin images by digest"}
@@ -67,13 +69,24 @@ class DreamServe:
         self.process.wait(10)
 
     def terminate(self, timeout: float) -> int:
-        """SIGTERM, then the exit code; raises if it takes longer than ``timeout``."""
+        """SIGTERM, then the exit code; raises if it takes longer than ``timeout``, or if the
+        process was writing into store files deleted under it."""
+        assert_no_deleted_store_files(self.process.pid)
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout)
 
     def ensure_stopped(self) -> None:
         if self.process.poll() is None:
             self.kill()
+
+
+def assert_no_deleted_store_files(pid: int) -> None:
+    """A process (and its children) writes into no store file deleted under it: what a store
+    whose ``-wal`` another process removed looks like (ADR-0026)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    pids = [pid, *(int(c) for c in children.read_text().split())] if children.exists() else [pid]
+    deleted = [name for each in pids for name in deleted_store_files(each)]
+    assert deleted == [], f"writing into deleted store files: {deleted}"
 
 
 def audit_replay(database_url: str | None, data_dir: Path) -> subprocess.CompletedProcess[str]:

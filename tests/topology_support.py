@@ -21,7 +21,7 @@ import httpx
 import yaml
 
 from tests.openai_fake import NO_CHANGE, Received, Reply, Responder, completion
-from tests.serve_support import free_port
+from tests.serve_support import assert_no_deleted_store_files, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "compose.yaml").read_text())
@@ -114,7 +114,10 @@ def healthy(api: Started) -> bool:
 
 
 def stop_all(topology: list[Started]) -> None:
-    """SIGTERM, as `docker compose down` sends it: each stops within the bound, cleanly."""
+    """SIGTERM, as `docker compose down` sends it: each stops within the bound, cleanly, and
+    none was writing into store files deleted under it."""
+    for started in topology:
+        assert_no_deleted_store_files(started.popen.pid)
     for started in topology:
         started.popen.send_signal(signal.SIGTERM)
     for started in topology:

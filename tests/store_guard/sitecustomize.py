@@ -7,7 +7,7 @@ Python-level open of such a file is therefore someone else's, and is refused.
 
 The test suite installs this hook in its own process and, through ``PYTHONPATH``, in every
 Python process it starts (Python imports ``sitecustomize`` at start). A refusal is also written
-to ``$DREAM_STORE_GUARD_LOG``, so the session fails even when a subprocess swallowed it.
+to ``$STORE_GUARD_LOG``, so the session fails even when a subprocess swallowed it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 STORE_FILE = re.compile(r"\.sqlite3(-wal|-shm|-journal)?$")
-LOG_ENV = "DREAM_STORE_GUARD_LOG"
+LOG_ENV = "STORE_GUARD_LOG"  # not DREAM_*: tests that start a clean environment keep it
 PATH_ARGUMENTS = {"open": 1, "os.truncate": 1, "shutil.copyfile": 2, "os.rename": 2}
 
 
@@ -50,5 +50,4 @@ def install() -> None:
         sys._dream_store_guard = True  # type: ignore[attr-defined]
 
 
-if os.environ.get(LOG_ENV):
-    install()
+install()
