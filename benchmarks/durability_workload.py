@@ -269,7 +269,9 @@ def _check_runs(http: httpx.Client, scope: str, history: History, verdict: Verdi
             verdict.inconsistent.append(f"run {scope}/{run_id} proposed no Candidate")
         if candidate:
             shown = http.get(f"/v1/scopes/{scope}/candidates/{candidate['candidate_id']}")
-            if shown.status_code != 200 or shown.json().get("run_id") != run_id:
+            # A run whose proposal an earlier run's Candidate already holds reuses that one.
+            names_another = not run.get("reused") and shown.json().get("run_id") != run_id
+            if shown.status_code != 200 or names_another:
                 verdict.inconsistent.append(f"run {scope}/{run_id}: its Candidate is missing "
                                             "or names another run")
 
