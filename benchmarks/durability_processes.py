@@ -300,4 +300,4 @@ STORE_COMMANDS: dict[str, Callable[[Beside], object]] = {
     "project started and stopped": lambda b: stopped_service("project")(
         b.store, b.logs / "beside-project.log"),
 }
-"""Every command the README documents beside a running server, as an operator runs it."""
+"""Every command documented for use beside a running server, as an operator runs it."""

@@ -1,6 +1,6 @@
 """A second process on the data directory of a running `dream serve` costs it nothing.
 
-Each command the README documents beside a running server (an admin's token commands, the
+Each command documented for use beside a running server (an admin's token commands, the
 auditor's replay, the demo, a worker or a read-model host started and stopped, an agent's
 `dream mcp` session) runs against the server's embedded store and exits; the server then
 acknowledges more writes, stops cleanly, and every write is still on disk when it starts
