@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -225,3 +226,29 @@ def test_review_and_knowledge_commands_over_the_api(live_api: LiveApi) -> None:
     listing = dream("knowledge", "search", *common)
     assert listing.stdout.startswith(f"experience/{approved['result']['artifact_id']}@1  "
                                      "retry payments with idempotency keys")
+
+
+def test_version_and_errors_that_say_what_to_do(live_api: LiveApi, tmp_path: Path) -> None:
+    version = dream("--version")
+    assert version.returncode == 0
+    assert re.fullmatch(r"dream \d+\.\d+\.\d+\n", version.stdout), version.stdout
+
+    closed = dream("list", "--scope", "team", "--url", "http://127.0.0.1:1", "--token", "t")
+    error = json.loads(closed.stderr)["error"]
+    assert (error["code"], error["details"]["hint"]) == (
+        "connection_failed", "is `dream serve` running there? Point --url or DREAM_URL at it")
+
+    refused = dream("list", "--scope", "team", "--url", live_api.base_url, "--token", "bogus")
+    error = json.loads(refused.stderr)["error"]
+    assert error["code"] == "unauthorized"
+    assert "DREAM_TOKEN" in error["details"]["hint"]
+
+
+def test_an_empty_dream_token_falls_back_to_the_admin_token_file(live_api: LiveApi,
+                                                                 tmp_path: Path) -> None:
+    with DreamClient(live_api.base_url, live_api.admin_token) as admin:
+        admin.scopes.create("team")
+    (tmp_path / "admin-token").write_text(live_api.admin_token + "\n")
+    env = {**os.environ, "DREAM_TOKEN": "", "DREAM_DATA_DIR": str(tmp_path)}
+    listed = dream("list", "--scope", "team", "--url", live_api.base_url, env=env)
+    assert listed.returncode == 0, listed.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib.metadata import version
 from typing import Any
 
 from adapters.cli import (
@@ -23,8 +24,20 @@ DESCRIPTION = ("Artifact Dreaming: turns an agent's work records into reviewed, 
                "serves the HTTP API. `dream COMMAND --help` explains each command.")
 
 
+HINTS = {
+    "connection_failed": "is `dream serve` running there? Point --url or DREAM_URL at it",
+    "unauthorized": "pass --token or set DREAM_TOKEN (`dream admin token create` issues one), "
+                    "or run where the server's data directory holds admin-token",
+    "token_expired": "issue a new token with `dream admin token create`",
+    "forbidden": "ask a scope admin for a role (`POST /v1/scopes/{scope}/roles`)",
+}
+"""What to do about an error, shown beside it as ``details.hint``."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dream", description=DESCRIPTION)
+    parser.add_argument("--version", action="version",
+                        version=f"dream {version('artifact-dreaming')}")
     commands = parser.add_subparsers(dest="command", required=True)
     # The order here is the order `dream --help` lists the commands in.
     for group in (service_commands, admin_commands, run_commands, review_commands,
@@ -56,6 +69,9 @@ def _unreachable(error: Exception) -> bool:
 
 
 def _print_error(code: str, message: str, details: dict[str, Any]) -> None:
-    """Errors go to stderr in the API's envelope, so scripts parse one shape everywhere."""
+    """Errors go to stderr in the API's envelope, so scripts parse one shape everywhere; a
+    known one with a hint of what to do."""
+    if code in HINTS:
+        details = {**details, "hint": HINTS[code]}
     print(json.dumps({"error": {"code": code, "message": message, "details": details}},
                      default=str), file=sys.stderr)

@@ -32,7 +32,7 @@ def client_from(args: argparse.Namespace) -> DreamClient:
     from adapters.client.dream_client import DreamClient  # noqa: PLC0415 - keeps the CLI start fast
 
     settings = settings_from(args)
-    token = args.token or settings.token
+    token = args.token or settings.token or None  # an empty DREAM_TOKEN is no token
     token_file = settings.data_dir / "admin-token"
     if token is None and token_file.is_file():
         token = token_file.read_text().strip()
