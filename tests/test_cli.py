@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from adapters.client.dream_client import DreamClient
+from benchmarks.durability_processes import Service, Store
 from tests.conftest import LiveApi
 
 
@@ -252,3 +253,28 @@ def test_an_empty_dream_token_falls_back_to_the_admin_token_file(live_api: LiveA
     env = {**os.environ, "DREAM_TOKEN": "", "DREAM_DATA_DIR": str(tmp_path)}
     listed = dream("list", "--scope", "team", "--url", live_api.base_url, env=env)
     assert listed.returncode == 0, listed.stderr
+
+
+def test_dream_run_waits_for_the_run_and_says_how_it_ended(tmp_path: Path) -> None:
+    serve = Service("serve", Store(tmp_path / "data"), tmp_path / "serve.log",
+                    extra_env={"DREAM_WORKERS": "1"}).start()
+    try:
+        with DreamClient(serve.base_url) as client:
+            client.scopes.create("team")
+            client.sources.record("team", source_type="task", source_id="t1", attempt_id="a1",
+                                  text="Pinned the image by digest; the rollout succeeded.")
+            client.memories.create("team", memory_id="notes")
+            entry = client.memories.add_entry(
+                "team", memory_id="notes", entry_id="pin", kind="task_record",
+                text="Pin images by digest.", sources=[{"source_type": "task",
+                                                        "source_id": "t1"}])
+        request = json.dumps({"operation": "refine_experience", "idempotency_key": "k",
+                              "memory_citations": [entry.citation.model_dump()]})
+        waited = dream("run", "--scope", "team", "--url", serve.base_url, "--request", request,
+                       "--wait", "60")
+    finally:
+        serve.stop()
+        serve.ensure_stopped()
+    assert waited.returncode == 0, waited.stderr
+    assert waited.stderr.splitlines()[-1].endswith(": succeeded")
+    assert "succeeded  outcome=proposed" in waited.stdout

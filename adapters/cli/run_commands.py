@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +14,11 @@ from domain.dream_request import DreamOperation
 from domain.dream_run import RunStatus
 
 if TYPE_CHECKING:
+    from adapters.client.dream_client import DreamClient
     from adapters.http.schemas import DreamRunView
+
+DEFAULT_WAIT_SECONDS = 300.0
+WAIT_POLL_SECONDS = 0.2
 
 
 def _print_run(run: DreamRunView, as_json: bool) -> None:
@@ -34,8 +40,27 @@ def _dream_run(args: argparse.Namespace) -> int:
     body = json.loads(Path(args.request_file).read_text() if args.request_file else args.request)
     with client_from(args) as client:
         run = client.runs.request(args.scope, body)
+        if args.wait is not None:
+            run = _waited(client, args.scope, run, args.wait, quiet=args.json)
     _print_run(run, args.json)
-    return 0
+    if args.wait is None:
+        return 0
+    return 0 if run.status == RunStatus.SUCCEEDED.value else 1
+
+
+def _waited(client: DreamClient, scope: str, run: DreamRunView, seconds: float, *,
+            quiet: bool) -> DreamRunView:
+    """Poll the run until it is terminal or ``seconds`` pass; each new status on stderr."""
+    deadline = time.monotonic() + seconds
+    shown = None
+    while True:
+        if not quiet and run.status != shown:
+            print(f"{run.run_id}: {run.status}", file=sys.stderr, flush=True)
+            shown = run.status
+        if run.terminal or time.monotonic() >= deadline:
+            return run
+        time.sleep(WAIT_POLL_SECONDS)
+        run = client.runs.get(scope, run.run_id)
 
 
 def _dream_show(args: argparse.Namespace) -> int:
@@ -82,6 +107,11 @@ def add_commands(commands: Commands) -> None:
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--request-file", help="JSON request body (operation, refs, key)")
     source.add_argument("--request", help="the JSON request body inline")
+    run.add_argument("--wait", type=float, nargs="?", const=DEFAULT_WAIT_SECONDS,
+                     metavar="SECONDS",
+                     help="wait until the run is terminal, printing each new status on stderr "
+                          f"(at most SECONDS, default {DEFAULT_WAIT_SECONDS:g}); the exit code "
+                          "is then 0 only if it succeeded")
     run.set_defaults(handler=_dream_run)
 
     show = commands.add_parser("show", help="show one Dream run")
