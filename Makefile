@@ -15,11 +15,13 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(RUNTIME): pyproject.toml | $(BIN)/python
+	@echo "Installing the runtime dependencies into $(VENV) (first run only, about a minute)"
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(RUNTIME)
 
 # The dev extra includes the runtime dependencies, so it satisfies the runtime stamp too.
 $(DEV): pyproject.toml | $(BIN)/python
+	@echo "Installing the project and its test tools into $(VENV) (first run only, a few minutes)"
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(RUNTIME) $(DEV)
 

@@ -33,6 +33,8 @@ def test_demo_prints_the_manifest_and_history(tmp_path: Path) -> None:
     assert "succeeded / needs_evidence" in shown.stdout
     assert "(trigger: automatic, key auto-0-" in shown.stdout
     assert "(experience, pending)" in shown.stdout  # the automatic Candidate awaits review
+    assert f"dream serve --data-dir {tmp_path} " in shown.stdout  # where to go next
+    assert "dream review list --scope demo-a " in shown.stdout
     report = json.loads(dream("demo", "--data-dir", str(tmp_path), "--scope", "demo-b",
                               "--json").stdout)
     statuses = {row["entry_id"]: row["status"] for row in report["manifest"]}

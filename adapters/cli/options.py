@@ -40,13 +40,17 @@ def client_from(args: argparse.Namespace) -> DreamClient:
 
 
 def add_client_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scope", required=True)
-    parser.add_argument("--url", help="API base URL (DREAM_URL)")
-    parser.add_argument("--token", help="bearer token (DREAM_TOKEN)")
-    parser.add_argument("--data-dir", help="where admin-token is looked up (DREAM_DATA_DIR)")
+    parser.add_argument("--scope", required=True, help="the scope (tenant) to act in")
+    parser.add_argument("--url", help="API base URL (DREAM_URL; default http://127.0.0.1:8787)")
+    parser.add_argument("--token", help="bearer token (DREAM_TOKEN; default: the data "
+                                        "directory's admin-token file)")
+    parser.add_argument("--data-dir", help="where admin-token is looked up (DREAM_DATA_DIR; "
+                                           "default ./.dream)")
     parser.add_argument("--json", action="store_true", help="print JSON only")
 
 
 def add_store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", help="embedded store directory (DREAM_DATA_DIR)")
-    parser.add_argument("--database-url", help="postgresql:// URL (DREAM_DATABASE_URL)")
+    parser.add_argument("--data-dir", help="embedded store directory (DREAM_DATA_DIR; "
+                                           "default ./.dream)")
+    parser.add_argument("--database-url", help="a postgresql:// URL: use PostgreSQL instead of "
+                                               "the embedded store (DREAM_DATABASE_URL)")

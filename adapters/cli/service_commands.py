@@ -47,7 +47,23 @@ def _demo(args: argparse.Namespace) -> int:
         render(report, print)
         where = "PostgreSQL" if settings.database_url else f"{settings.data_dir}/events.sqlite3"
         print(f"\nStored in {where}.")
+        print(next_steps(settings, report["scope_id"]))
     return 0
+
+
+def next_steps(settings: Settings, scope_id: str) -> str:
+    """Where a newcomer goes from the demo: the same store, verified, served and reviewed."""
+    store = ("--database-url \"$DREAM_DATABASE_URL\"" if settings.database_url
+             else f"--data-dir {settings.data_dir}")
+    return "\n".join([
+        "",
+        "Next steps:",
+        f"  dream audit replay {store}   # every read model equals a replay of the events",
+        f"  dream serve {store}          # serve this store at http://127.0.0.1:8787",
+        f"  dream review list --scope {scope_id} --data-dir {settings.data_dir}"
+        "   # beside it: what awaits review",
+        '  README.md, "Serve it": the same job over HTTP, with the Python client',
+    ])
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -210,9 +226,12 @@ def _add_serve(commands: Commands) -> None:
         description="Serve the HTTP API. Each API process also competes to host the read "
         "models (DREAM_HOST_VIEWS) and executes up to DREAM_WORKERS Dream runs at once.",
         epilog=STACKS_HELP)
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8787)
-    serve.add_argument("--access", choices=["enforced", "disabled"], help="DREAM_ACCESS")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8787, help="port to listen on (default 8787)")
+    serve.add_argument("--access", choices=["enforced", "disabled"],
+                       help="bearer tokens and roles on every request, or none (DREAM_ACCESS; "
+                            "default enforced)")
     serve.add_argument(
         "--processes", type=_process_count, default=1, metavar="N",
         help="run N API processes on the one host:port (default 1: this process serves). "
