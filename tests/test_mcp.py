@@ -293,6 +293,42 @@ def test_the_agent_loop_over_stdio(settings: Settings, enforced_app: Dreaming,
     anyio.run(scenario)
 
 
+def test_a_new_session_finds_and_cites_what_an_earlier_one_wrote(
+        settings: Settings, enforced_app: Dreaming, tmp_path: Path) -> None:
+    """An agent ends its session; a new one (a new `dream mcp` process) reads the Memory's
+    head to find the entry version to cite, dreams over it, and finds the run listed."""
+    people = team(enforced_app)
+    env = agent_env(settings, people.agent, DREAM_WORKERS="1")
+
+    async def first_session() -> str:
+        async with stdio_agent(env, tmp_path / "first.log") as agent:
+            await agent.call("record_source", source_type="task", source_id="deploy-42",
+                             text=TASKS["deploy-42"], attempt_id="att-deploy-42")
+            await agent.call("create_memory", memory_id="notes")
+            written = await agent.call(
+                "add_memory_entry", memory_id="notes", entry_id="pin-images",
+                kind="task_record", sources=[task("deploy-42")],
+                text="Pin container images by digest before rollout.")
+            return str(written["entry_version_id"])
+
+    async def next_session() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        async with stdio_agent(env, tmp_path / "next.log") as agent:
+            memory = await agent.call("get_memory", memory_id="notes")
+            run = await agent.call("request_dream", idempotency_key="next-session",
+                                   operation="refine_experience",
+                                   memory_citations=[cite(memory, "pin-images")])
+            listed = await agent.call("list_dream_runs", status=None)
+            return memory, await finished(agent, run["run_id"]), listed
+
+    written = anyio.run(first_session)
+    memory, run, listed = anyio.run(next_session)
+    assert memory["manifest"]["pin-images"]["entry_version_id"] == written
+    assert memory["manifest"]["pin-images"]["status"] == "active"
+    assert run["status"] == "succeeded"
+    assert run["input_manifest"]["memory_citations"][0]["entry_version_id"] == written
+    assert [r["run_id"] for r in listed["runs"]] == [run["run_id"]]
+
+
 BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("record_source", {"source_type": 5, "source_id": "t"}, "invalid_request"),
     ("record_source", {"source_type": "task", "source_id": "t", "txt": "typo"},

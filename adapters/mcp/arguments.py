@@ -19,7 +19,12 @@ from adapters.http.schemas import (
     ReviseEntry,
     Strict,
 )
-from adapters.http.schemas.vocabulary import InboxStatusQuery, ReviewedFamilyName
+from adapters.http.schemas.vocabulary import (
+    DreamOperationName,
+    InboxStatusQuery,
+    ReviewedFamilyName,
+    RunStatusName,
+)
 from domain.errors import InvalidRequestError
 
 SCOPE_HELP = ("The scope to act in. May be omitted when the server was started for one scope "
@@ -108,6 +113,21 @@ class SearchArguments(InScope):
                           description="Words that must all match; omit for the newest.")
     family: ReviewedFamilyName | None = None
     limit: int = Field(default=20, description="1 to 100.")
+
+
+class RunsArguments(InScope):
+    QUERY = ("status", "operation", "cursor")
+
+    status: RunStatusName | None = Field(default=None, description="Only runs in this status.")
+    operation: DreamOperationName | None = None
+    cursor: str | None = Field(default=None, description="next_cursor of the previous page.")
+    limit: int = Field(default=20, description="1 to 100.")
+
+
+class MemoryArguments(InScope):
+    PATH = ("scope_id", "memory_id")
+
+    memory_id: str
 
 
 class EntryVersionArguments(InScope):

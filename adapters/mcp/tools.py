@@ -18,6 +18,7 @@ from adapters.http.routes import audit, knowledge, records, review, runs
 from adapters.http.schemas import (
     CandidatePage,
     CandidateView,
+    DreamRunPage,
     DreamRunView,
     EntryVersionView,
     KnowledgePage,
@@ -34,6 +35,7 @@ from domain.errors import DomainError
 from domain.policy import Caller
 from projections.knowledge import KNOWLEDGE
 from projections.review_inbox import REVIEW_INBOX
+from projections.runs import RUNS
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,15 @@ def _request_dream(call: Call, args: a.RequestDreamArguments) -> DreamRunView:
 
 def _get_dream(call: Call, args: a.DreamRunArguments) -> DreamRunView:
     return runs.run_view(call.app, call.caller, call.scope_id, args.run_id)
+
+
+def _runs(call: Call, args: a.RunsArguments) -> DreamRunPage:
+    return runs.runs_page(call.app, call.caller, call.scope_id, call.deployment.view(RUNS),
+                          args.status, args.operation, args.cursor, args.limit)
+
+
+def _memory(call: Call, args: a.MemoryArguments) -> RevisionView:
+    return records.get_memory(call.scope_id, args.memory_id, call.app, call.bearer)
 
 
 def _inbox(call: Call, args: a.InboxArguments) -> CandidatePage:
@@ -182,6 +193,16 @@ _READS = [
         "no_change, needs_evidence), the Candidate it proposed (id and version) and the "
         "reason it ended; `terminal` says whether it can still change."),
         a.DreamRunArguments, _get_dream, read_only=True),
+    ToolSpec("list_dream_runs", "List Dream runs", (
+        "List the scope's Dream runs, newest first, with each one's status, outcome and "
+        "Candidate; filter by status or operation, page on with next_cursor. Every run "
+        "requested before the call is listed."), a.RunsArguments, _runs, read_only=True),
+    ToolSpec("get_memory", "Read a Memory's head and manifest", (
+        "Read a Memory at its latest revision: the manifest maps each entry_id to its current "
+        "entry_version_id, content hash and status (active or inactive). A citation is "
+        "memory_id, that revision, entry_id and entry_version_id: use it to cite in "
+        "request_dream, or to read a version with read_entry_version."),
+        a.MemoryArguments, _memory, read_only=True),
     ToolSpec("list_review_inbox", "List the review inbox", (
         "List the scope's Candidates awaiting review (or approved, rejected, all), with each "
         "one's current version and why it was proposed; page on with next_cursor."),

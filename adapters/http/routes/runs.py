@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
@@ -27,8 +28,9 @@ from adapters.http.schemas.vocabulary import DreamOperationName, RunStatusName
 from adapters.workers.pool import WorkerPool
 from application.bootstrap import Dreaming
 from application.credentials import Who
+from domain.policy import Caller
 from projections.auto_records import AUTO_RECORDS
-from projections.runs import RUNS
+from projections.runs import RUNS, RunsView
 
 router = APIRouter()
 
@@ -64,11 +66,18 @@ def list_dreams(scope_id: str, request: Request, response: Response, app: App, b
                 cursor: str | None = None, limit: int = 20,
                 after: After = None) -> DreamRunPage:
     """Run summaries, newest first (keyset pagination with an opaque cursor)."""
-    caller = bearer.caller()
+    return runs_page(app, bearer.caller(), scope_id,
+                     lambda: read_view(request, response, app, RUNS, after),
+                     status, operation, cursor, limit)
+
+
+def runs_page(app: Dreaming, caller: Caller, scope_id: str, view: Callable[[], RunsView],
+              status: str | None, operation: str | None, cursor: str | None,
+              limit: int) -> DreamRunPage:
+    """One page of run summaries, once the caller may read the scope (``view`` may wait)."""
     app.records.get_scope(caller, scope_id)
-    runs = read_view(request, response, app, RUNS, after)
-    summaries, next_cursor = runs.list_runs(scope_id, status=status, operation=operation,
-                                            cursor=cursor, limit=limit)
+    summaries, next_cursor = view().list_runs(scope_id, status=status, operation=operation,
+                                              cursor=cursor, limit=limit)
     return DreamRunPage(runs=[DreamRunSummary.from_summary(s) for s in summaries],
                         next_cursor=next_cursor)
 
