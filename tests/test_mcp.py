@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -327,6 +328,41 @@ def test_a_new_session_finds_and_cites_what_an_earlier_one_wrote(
     assert run["status"] == "succeeded"
     assert run["input_manifest"]["memory_citations"][0]["entry_version_id"] == written
     assert [r["run_id"] for r in listed["runs"]] == [run["run_id"]]
+
+
+@pytest.mark.parametrize("host", ["claude", "vscode"])
+def test_the_printed_host_config_starts_a_working_server(
+        host: str, settings: Settings, enforced_app: Dreaming, tmp_path: Path) -> None:
+    """`dream mcp --print-config` gives an agent host what it needs: started exactly as the
+    configuration says (its command, arguments and environment, from another directory),
+    the server answers as the agent's principal."""
+    people = team(enforced_app)
+    store = (["--database-url", settings.database_url] if settings.database_url
+             else ["--data-dir", str(settings.data_dir)])
+    printed = subprocess.run(
+        [sys.executable, "-m", "adapters.cli", "mcp", "--print-config", host, "--scope", "team",
+         "--token", people.agent, *store], capture_output=True, text=True, timeout=60,
+        check=True)
+    config = json.loads(printed.stdout)
+    server = (config["servers"] if host == "vscode" else config["mcpServers"])[
+        "artifact-dreaming"]
+    assert Path(server["command"]).is_absolute()
+
+    async def scenario() -> dict[str, Any]:
+        params = StdioServerParameters(command=server["command"], args=server["args"],
+                                       env=server["env"], cwd=tmp_path)
+        async with AsyncExitStack() as stack:
+            errors = stack.enter_context((tmp_path / "host.log").open("a"))
+            streams = await stack.enter_async_context(stdio_client(params, errlog=errors))
+            agent = await stack.enter_async_context(connected(streams))
+            assert "get_memory" in await agent.tool_names()
+            return await agent.call("record_source", source_type="task", source_id="t1",
+                                    text="Recorded through the host's configuration.")
+
+    recorded = anyio.run(scenario)
+    assert recorded["scope_id"] == "team"
+    history = enforced_app.audit.audit_history(LOCAL, "team", "source", "task/t1")
+    assert history[0].principal == "agent"
 
 
 BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
