@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ import anyio
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 from adapters.cli.demo import TASKS
 from adapters.cli.mcp_command import printed_tools
@@ -37,6 +39,7 @@ from domain.policy import LOCAL
 REPO = Path(__file__).resolve().parent.parent
 TOOLS_DOC = REPO / "docs" / "mcp_tools.json"
 REVIEW_TOOLS = {"approve_candidate", "reject_candidate"}
+TOOL_NAMES = set(TOOLS)
 RUN_SECONDS = 90.0
 NOTICE_SECONDS = 30.0
 LIST_CHANGED = "notifications/resources/list_changed"
@@ -363,6 +366,33 @@ def test_the_printed_host_config_starts_a_working_server(
     assert recorded["scope_id"] == "team"
     history = enforced_app.audit.audit_history(LOCAL, "team", "source", "task/t1")
     assert history[0].principal == "agent"
+
+
+def test_the_prompts_spell_out_loops_over_tools_that_exist(settings: Settings,
+                                                           enforced_app: Dreaming,
+                                                           tmp_path: Path) -> None:
+    people = team(enforced_app)
+
+    async def scenario() -> None:
+        env = agent_env(settings, people.reviewer, DREAM_WORKERS="0")
+        async with stdio_agent(env, tmp_path / "prompts.log") as agent:
+            tools = await agent.tool_names()
+            listed = {p.name for p in (await agent.session.list_prompts()).prompts}
+            assert listed == {"record_and_consolidate", "review_inbox"}
+            for name, arguments in (("record_and_consolidate", {"task": "Rolled out v2."}),
+                                    ("review_inbox", {})):
+                prompt = await agent.session.get_prompt(name, arguments)
+                text = prompt.messages[0].content.text  # type: ignore[union-attr]
+                named = set(re.findall(r"\b([a-z]+(?:_[a-z]+)+)\b", text))
+                assert named & TOOL_NAMES <= tools, named - tools
+                assert named & TOOL_NAMES, text
+            assert "Rolled out v2." in (await agent.session.get_prompt(
+                "record_and_consolidate", {"task": "Rolled out v2."})).messages[0].content.text  # type: ignore[union-attr]
+            with pytest.raises(MCPError) as refused:
+                await agent.session.get_prompt("record_and_consolidate", {})
+            assert refused.value.error.data["error"]["code"] == "invalid_request"
+
+    anyio.run(scenario)
 
 
 BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [

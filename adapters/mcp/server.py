@@ -22,6 +22,9 @@ from mcp_types import (
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
     ListToolsResult,
@@ -37,6 +40,7 @@ from adapters.http.errors import error_body, problem_of
 from adapters.mcp.auth import Identity
 from adapters.mcp.deployment import Deployment
 from adapters.mcp.notifications import KnowledgeWatch
+from adapters.mcp.prompts import get_prompt, prompt_list
 from adapters.mcp.resources import TEMPLATES, list_resources, read_resource
 from adapters.mcp.tools import call_tool, tools_for
 from domain.policy import Caller
@@ -50,7 +54,8 @@ reusable knowledge. Before a task, search_knowledge for lessons and load the mat
 (resources ending in SKILL.md). After a task, record_source what happened (with its
 attempt_id) and add_memory_entry notes citing it; request_dream distils them into a Candidate
 (poll get_dream_run until terminal); once a reviewer approves it, it is found by
-search_knowledge. Every tool takes scope_id (optional when the server has a default scope).
+search_knowledge. The prompts record_and_consolidate and review_inbox spell out these loops.
+Every tool takes scope_id (optional when the server has a default scope).
 A refused call is a tool error {"error": {"code", "message", "details"}} with a stable code."""
 
 Context = ServerRequestContext[KnowledgeWatch, Any]
@@ -112,6 +117,14 @@ class Handlers:
     def _uris(self, caller: Callable[[], Caller], scope_id: str | None) -> frozenset[str]:
         return frozenset(resource.uri for resource in self._listing(caller, scope_id))
 
+    async def list_prompts(self, _: Context, __: PaginatedRequestParams | None
+                           ) -> ListPromptsResult:
+        return ListPromptsResult(prompts=prompt_list())
+
+    async def get_prompt(self, _: Context, params: GetPromptRequestParams) -> GetPromptResult:
+        result: GetPromptResult = await _off_loop(get_prompt, params.name, params.arguments)
+        return result
+
     async def list_templates(self, _: Context, __: PaginatedRequestParams | None
                              ) -> ListResourceTemplatesResult:
         return ListResourceTemplatesResult(resource_templates=TEMPLATES)
@@ -155,4 +168,5 @@ def build_server(deployment: Deployment, identity: Identity) -> DreamServer:
         on_list_tools=handlers.list_tools, on_call_tool=handlers.call_tool,
         on_list_resources=handlers.list_resources,
         on_list_resource_templates=handlers.list_templates,
-        on_read_resource=handlers.read_resource)
+        on_read_resource=handlers.read_resource, on_list_prompts=handlers.list_prompts,
+        on_get_prompt=handlers.get_prompt)
