@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,12 @@ from typing import Any
 
 import httpx
 
-from benchmarks.throwaway_postgres import PostgresServer, start_again, stop_immediately
+from benchmarks.throwaway_postgres import (
+    PostgresServer,
+    free_port,
+    start_again,
+    stop_immediately,
+)
 
 START_SECONDS = 60.0
 STOP_SECONDS = 60.0
@@ -32,13 +36,6 @@ CLEAN_EXITS = (0, -signal.SIGTERM)  # uvicorn re-raises the SIGTERM it stopped o
 
 class ProcessFailedError(AssertionError):
     """A process of the run did not start, stop or answer as it must."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
