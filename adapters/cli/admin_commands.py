@@ -111,13 +111,15 @@ def _add_token_create(token: Commands) -> None:
         description="Issue a bearer token, registering the principal on first use, and "
         "print it: this is the only time the secret is shown (only its hash is stored). "
         "Talks to the store directly, as the local administrator.")
-    create.add_argument("--principal", required=True)
+    create.add_argument("--principal", required=True,
+                        help="who the token speaks for, e.g. a service's name")
     create.add_argument("--label", default="cli", help="what the token is for (default: cli)")
     create.add_argument("--admin", action="store_true",
                         help="a deployment administrator (must match an existing principal)")
     create.add_argument("--scope", help="also grant a role in this scope")
     create.add_argument("--role", default=Role.READER.value,
-                        choices=[role.value for role in Role])
+                        choices=[role.value for role in Role],
+                        help="the role granted with --scope (default: reader)")
     expiry = create.add_mutually_exclusive_group()
     expiry.add_argument("--expires-in", type=int, metavar="SECONDS",
                         help="the token expires this many seconds from now (default: never)")
@@ -147,7 +149,7 @@ def _add_token_list_and_revoke(token: Commands) -> None:
         "Revoking a revoked token changes nothing.")
     revoke.add_argument("token_id", help="tok_... from `dream admin token list`")
     revoke.add_argument("--reason", default="revoked with the CLI",
-                        help="recorded in the token's history")
+                        help="recorded in the token's history (default: \"revoked with the CLI\")")
     revoke.add_argument("--json", action="store_true", help="print JSON only")
     add_store_options(revoke)
     revoke.set_defaults(handler=_token_revoke)

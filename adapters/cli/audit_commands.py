@@ -123,19 +123,22 @@ def add_commands(commands: Commands) -> None:
     add_client_options(trace)
     trace.set_defaults(handler=_audit_trace)
     history = sub.add_parser("history", help="an aggregate's events, or its state as of one")
-    history.add_argument("aggregate", choices=list(AUDITABLE))
+    history.add_argument("aggregate", choices=list(AUDITABLE), help="what kind of record")
     history.add_argument("key", help="; ".join(f"{k}: {v}" for k, v in AUDITABLE.items()))
-    history.add_argument("--as-of-version", type=int)
+    history.add_argument("--as-of-version", type=int, metavar="N",
+                         help="show its state as of version N (default: every event)")
     add_client_options(history)
     history.set_defaults(handler=_audit_history)
     impact = sub.add_parser("impact", help="what depends on a Source, entry version or "
                                            "revision (the query behind erasure)")
     impact.add_argument("kind", choices=[SOURCE, ENTRY_VERSION, ARTIFACT_REVISION,
-                                         CANDIDATE_VERSION])
+                                         CANDIDATE_VERSION],
+                        help="what the key names")
     impact.add_argument("key", help="source: <type>/<id>; entry_version: "
                         "<memory_id>/<entry_id>@<entry_version_id>; artifact_revision: "
                         "<family>/<id>@<revision>; candidate_version: <id>@<version>")
-    impact.add_argument("--max-depth", type=int)
+    impact.add_argument("--max-depth", type=int,
+                        help="follow dependants this many steps at most (default 50, max 1000)")
     impact.add_argument("--after", type=int, help=AFTER_HELP)
     add_client_options(impact)
     impact.set_defaults(handler=_audit_impact)

@@ -12,6 +12,7 @@ from adapters.cli import (
     admin_commands,
     audit_commands,
     mcp_command,
+    record_commands,
     review_commands,
     run_commands,
     service_commands,
@@ -40,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                         version=f"dream {version('artifact-dreaming')}")
     commands = parser.add_subparsers(dest="command", required=True)
     # The order here is the order `dream --help` lists the commands in.
-    for group in (service_commands, admin_commands, run_commands, review_commands,
-                  audit_commands, mcp_command):
+    for group in (service_commands, admin_commands, record_commands, run_commands,
+                  review_commands, audit_commands, mcp_command):
         group.add_commands(commands)
     return parser
 

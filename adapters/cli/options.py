@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 Commands = Any  # argparse's private _SubParsersAction
 AFTER_HELP = ("an event position the answer must include, e.g. a position `dream show` "
               "printed; every list already includes what was recorded before it was asked")
+CURSOR_HELP = "continue after a page (the `more: --cursor` value a list printed)"
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -39,8 +40,9 @@ def client_from(args: argparse.Namespace) -> DreamClient:
     return DreamClient(args.url or settings.url, token)
 
 
-def add_client_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scope", required=True, help="the scope (tenant) to act in")
+def add_client_options(parser: argparse.ArgumentParser, *, scope: bool = True) -> None:
+    if scope:
+        parser.add_argument("--scope", required=True, help="the scope (tenant) to act in")
     parser.add_argument("--url", help="API base URL (DREAM_URL; default http://127.0.0.1:8787)")
     parser.add_argument("--token", help="bearer token (DREAM_TOKEN; default: the data "
                                         "directory's admin-token file)")

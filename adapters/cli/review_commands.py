@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.cli.options import AFTER_HELP, Commands, add_client_options, client_from
+from adapters.cli.options import AFTER_HELP, CURSOR_HELP, Commands, add_client_options, client_from
 from domain.candidate import CANDIDATE_FAMILIES, CandidateStatus
 from domain.errors import InvalidRequestError
 
@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from adapters.http.schemas import CandidateEvidenceView, CandidateView
 
 REVIEWABLE_FAMILIES = [family.value for family in CANDIDATE_FAMILIES]
+CANDIDATE_HELP = "the Candidate's id (`dream review list` shows them)"
+EXPECTED_HELP = ("the Candidate version you reviewed; refused with candidate_conflict if it "
+                 "changed since")
 
 
 def _json_option(args: argparse.Namespace, name: str) -> Any:
@@ -166,23 +169,25 @@ def _add_review_commands(commands: Commands) -> None:
     listing = review.add_parser("list", help="the review inbox (pending by default)")
     add_client_options(listing)
     listing.add_argument("--status", default=CandidateStatus.PENDING.value,
-                         choices=[*(status.value for status in CandidateStatus), "all"])
-    listing.add_argument("--family", choices=REVIEWABLE_FAMILIES)
-    listing.add_argument("--cursor")
-    listing.add_argument("--limit", type=int)
+                         choices=[*(status.value for status in CandidateStatus), "all"],
+                         help="only Candidates in this status (default: pending)")
+    listing.add_argument("--family", choices=REVIEWABLE_FAMILIES,
+                         help="only this family (default: all)")
+    listing.add_argument("--cursor", help=CURSOR_HELP)
+    listing.add_argument("--limit", type=int, help="Candidates per page (default 50)")
     listing.add_argument("--after", type=int, help=AFTER_HELP)
     listing.set_defaults(handler=_review_list)
 
     show = review.add_parser("show", help="one Candidate and the state of its evidence")
     add_client_options(show)
-    show.add_argument("candidate_id")
+    show.add_argument("candidate_id", help=CANDIDATE_HELP)
     show.set_defaults(handler=_review_show)
 
     revise = review.add_parser("revise", help="write a new version of a pending Candidate")
     add_client_options(revise)
-    revise.add_argument("candidate_id")
-    revise.add_argument("--expected-version", type=int, required=True)
-    revise.add_argument("--reason")
+    revise.add_argument("candidate_id", help=CANDIDATE_HELP)
+    revise.add_argument("--expected-version", type=int, required=True, help=EXPECTED_HELP)
+    revise.add_argument("--reason", help="why it was revised (default: none)")
     for name, what in (("proposal", "the proposed content object"),
                        ("sources", "a list of source refs ([] clears)"),
                        ("artifacts", "a list of artifact refs ([] clears)"),
@@ -194,15 +199,15 @@ def _add_review_commands(commands: Commands) -> None:
 
     approve = review.add_parser("approve", help="approve one version of a Candidate")
     add_client_options(approve)
-    approve.add_argument("candidate_id")
-    approve.add_argument("--expected-version", type=int, required=True)
+    approve.add_argument("candidate_id", help=CANDIDATE_HELP)
+    approve.add_argument("--expected-version", type=int, required=True, help=EXPECTED_HELP)
     approve.set_defaults(handler=_review_approve)
 
     reject = review.add_parser("reject", help="reject one version of a Candidate")
     add_client_options(reject)
-    reject.add_argument("candidate_id")
-    reject.add_argument("--expected-version", type=int, required=True)
-    reject.add_argument("--reason", required=True)
+    reject.add_argument("candidate_id", help=CANDIDATE_HELP)
+    reject.add_argument("--expected-version", type=int, required=True, help=EXPECTED_HELP)
+    reject.add_argument("--reason", required=True, help="why it was rejected (recorded)")
     reject.set_defaults(handler=_review_reject)
 
 
@@ -212,7 +217,8 @@ def _add_knowledge_commands(commands: Commands) -> None:
     search = knowledge.add_parser("search", help="search approved Experiences and Skills")
     add_client_options(search)
     search.add_argument("q", nargs="?", help="words that must all match (omit: newest)")
-    search.add_argument("--family", choices=REVIEWABLE_FAMILIES)
-    search.add_argument("--limit", type=int)
+    search.add_argument("--family", choices=REVIEWABLE_FAMILIES,
+                        help="only this family (default: all)")
+    search.add_argument("--limit", type=int, help="hits to show (default 20)")
     search.add_argument("--after", type=int, help=AFTER_HELP)
     search.set_defaults(handler=_knowledge_search)

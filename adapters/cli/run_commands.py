@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adapters.cli.options import AFTER_HELP, Commands, add_client_options, client_from
+from adapters.cli.options import AFTER_HELP, CURSOR_HELP, Commands, add_client_options, client_from
 from domain.dream_request import DreamOperation
 from domain.dream_run import RunStatus
 
@@ -116,15 +116,17 @@ def add_commands(commands: Commands) -> None:
 
     show = commands.add_parser("show", help="show one Dream run")
     add_client_options(show)
-    show.add_argument("run_id")
+    show.add_argument("run_id", help="the run's id, as `dream run` printed it")
     show.set_defaults(handler=_dream_show)
 
     listing = commands.add_parser("list", help="list Dream runs, newest first")
     add_client_options(listing)
-    listing.add_argument("--status", choices=[status.value for status in RunStatus])
-    listing.add_argument("--operation", choices=[operation.value for operation in DreamOperation])
-    listing.add_argument("--cursor")
-    listing.add_argument("--limit", type=int)
+    listing.add_argument("--status", choices=[status.value for status in RunStatus],
+                         help="only runs in this status (default: all)")
+    listing.add_argument("--operation", choices=[operation.value for operation in DreamOperation],
+                         help="only runs of this operation (default: all)")
+    listing.add_argument("--cursor", help=CURSOR_HELP)
+    listing.add_argument("--limit", type=int, help="runs per page (default 20)")
     listing.add_argument("--after", type=int, help=AFTER_HELP)
     listing.set_defaults(handler=_dream_list)
 
