@@ -33,6 +33,7 @@ def test_demo_prints_the_manifest_and_history(tmp_path: Path) -> None:
     assert "succeeded / needs_evidence" in shown.stdout
     assert "(trigger: automatic, key auto-0-" in shown.stdout
     assert "(experience, pending)" in shown.stdout  # the automatic Candidate awaits review
+    assert "(experience; pending at step 6, then approved at step 8)" in shown.stdout
     assert f"dream serve --data-dir {tmp_path} " in shown.stdout  # where to go next
     assert "dream review list --scope demo-a " in shown.stdout
     report = json.loads(dream("demo", "--data-dir", str(tmp_path), "--scope", "demo-b",
@@ -43,6 +44,9 @@ def test_demo_prints_the_manifest_and_history(tmp_path: Path) -> None:
     proposed, unsupported, derived = report["dreams"]
     assert (proposed["outcome"], unsupported["outcome"]) == ("proposed", "needs_evidence")
     assert proposed["candidate"]["status"] == "approved"  # the demo goes on to review it
+    # The report tells the story in order: pending when the run ended, approved in review.
+    assert proposed["candidate"]["status_by_step"] == [
+        {"step": 6, "status": "pending"}, {"step": 8, "status": "approved"}]
     cited = [c["entry_id"] for c in proposed["candidate"]["evidence"]["memory_citations"]]
     assert cited == ["pin-images"]  # the preference supports nothing and is not cited
     assert unsupported["candidate"] is None
@@ -54,6 +58,7 @@ def test_demo_prints_the_manifest_and_history(tmp_path: Path) -> None:
     hits = report["knowledge_search"]["hits"]
     assert [hit["artifact_id"] for hit in hits] == [experience["ref"]["artifact_id"]]
     assert derived["candidate"]["family"] == "skill"
+    assert derived["candidate"]["proposal"]["name"] == "pin-container-images-by-digest"
     assert skill["lineage"]["artifacts"] == [experience["ref"]]
     package = report["skill_package"]
     assert package["digest"] == "sha256:" + hashlib.sha256(

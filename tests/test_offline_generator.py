@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier
 
 import hypothesis
+import pytest
 from generation_world import World, experience_content, generation_input
 from hypothesis import strategies as st
 
@@ -171,14 +172,32 @@ def test_it_derives_a_skill_from_experiences() -> None:
     assert (plan.outcome, plan.intent) == ("proposed", "derive")
     assert plan.proposal is not None
     assert SKILL_NAME_PATTERN.fullmatch(plan.proposal["name"])
-    assert plan.proposal["name"] in ("pin-the-toolchain-before-moving-to-a-new-runner",
-                                     "pin-the-linker-too")
+    assert plan.proposal["name"] in ("pin-toolchain-moving-new-runner", "pin-linker-too")
     assert validate_content(SKILL, plan.proposal) == plan.proposal
     assert len(plan.proposal["validation"]) == 2
     assert set(plan.evidence_ids) == {evidence_id(first), evidence_id(second)}
     lineage = select_evidence(resolution.manifest, plan.evidence_ids, family=SKILL)
     assert not isinstance(lineage, NeedsEvidence)
     assert set(lineage.artifacts) == {first, second}
+
+
+@pytest.mark.parametrize(("lesson", "name"), [
+    ("When the second service showed the same drift, pin container images by digest before "
+     "every rollout; observed result: green.", "pin-container-images-by-digest"),
+    ("If a job flakes, retry it once.", "retry-once"),
+    ("Always run the migrations first.", "run-migrations-first"),
+    ("The.", "derived-skill"),
+])
+def test_a_derived_skill_is_named_after_what_its_lesson_says_to_do(lesson: str,
+                                                                   name: str) -> None:
+    world = World()
+    log = world.record("t1", RUNNER_LOG)
+    experience = world.experience("e", experience_content(lesson=lesson), sources=[log])
+
+    _, plan = generate(generation_input(world.resolve(artifacts=[experience]), "derive_skill"))
+
+    assert plan.proposal is not None
+    assert plan.proposal["name"] == name
 
 
 def test_derive_skill_without_experiences_needs_evidence() -> None:

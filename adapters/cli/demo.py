@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -62,7 +62,7 @@ def _task(source_id: str) -> SourceRef:
     return SourceRef(TASK, source_id)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Demo:
     """What every step works with. The demo runs with access disabled, so everything is done
     as the single local principal."""
@@ -71,9 +71,18 @@ class _Demo:
     scope_id: str
     say: Callable[[str], None]
     executor: DreamExecutor  # the demo executes its own runs, as a worker would
+    at_step: int = 0
+    # Each Candidate's status as the steps left it, so the report tells the story in order
+    # instead of showing only how things ended.
+    candidate_steps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def step(self, number: int, what: str) -> None:
+        self.at_step = number
         self.say(f"[{number}/{STEPS}] {what}")
+
+    def saw_candidate(self, candidate_id: str, status: str) -> None:
+        self.candidate_steps.setdefault(candidate_id, []).append(
+            {"step": self.at_step, "status": status})
 
     def add_entry(self, entry_id: str, kind: str, text: str,
                   sources: Sequence[SourceRef] = ()) -> EntryWritten:
@@ -243,8 +252,10 @@ def _approve(demo: _Demo, run: DreamRun) -> Written[Reviewed]:
     assert run.candidate is not None, run.error
     candidate_id = run.candidate.candidate_id
     candidate = demo.app.review.get_candidate(LOCAL, demo.scope_id, candidate_id).candidate
-    return demo.app.review.approve_candidate(LOCAL, demo.scope_id, candidate_id,
-                                             candidate.candidate_version)
+    approved = demo.app.review.approve_candidate(LOCAL, demo.scope_id, candidate_id,
+                                                 candidate.candidate_version)
+    demo.saw_candidate(candidate_id, approved.value.candidate.status)
+    return approved
 
 
 def _approved_artifact(approved: Written[Reviewed]) -> Artifact:
@@ -271,7 +282,12 @@ def _dream(demo: _Demo, key: str, operation: DreamOperation,
     request = DreamRequest.create(operation, key, memory_citations=citations,
                                   artifacts=artifacts)
     run = demo.app.runs.request_dream(LOCAL, demo.scope_id, request).value.run
-    return _execute(demo, run.run_id)
+    finished = _execute(demo, run.run_id)
+    if finished.candidate is not None:
+        candidate_id = finished.candidate.candidate_id
+        demo.saw_candidate(candidate_id, demo.app.review.get_candidate(
+            LOCAL, demo.scope_id, candidate_id).candidate.status)
+    return finished
 
 
 def _execute(demo: _Demo, run_id: str) -> DreamRun:
@@ -303,6 +319,7 @@ def _run_report(demo: _Demo, run: DreamRun) -> dict[str, Any]:
         version = candidate.current
         report["candidate"] = {
             "candidate_id": candidate.candidate_id, "status": candidate.status,
+            "status_by_step": demo.candidate_steps.get(candidate.candidate_id, []),
             "family": candidate.family, "proposal": version.proposal,
             "evidence": version.lineage.to_dict(),
         }
@@ -355,10 +372,12 @@ def _render_dream(dream: dict[str, Any], write: Callable[[str], None]) -> None:
     candidate = dream["candidate"]
     if candidate is None:
         return
-    write(f"  Candidate {candidate['candidate_id']} ({candidate['family']}, "
-          f"{candidate['status']}):")
-    for field, value in candidate["proposal"].items():
-        write(f"    {field:<12} {_short(value)}")
+    story = ", then ".join(f"{seen['status']} at step {seen['step']}"
+                           for seen in candidate["status_by_step"])
+    write(f"  Candidate {candidate['candidate_id']} ({candidate['family']}; "
+          f"{story or candidate['status']}):")
+    for name, value in candidate["proposal"].items():
+        write(f"    {name:<12} {_short(value)}")
     write("  exact evidence:")
     for source in candidate["evidence"]["sources"]:
         write(f"    source {source['source_type']}/{source['source_id']}")

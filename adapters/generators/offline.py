@@ -43,7 +43,12 @@ EXPERIENCE_FIELDS = ("situation", "action", "outcome", "lesson")
 MAX_ACTIONS = 3
 MAX_RESULTS = 2
 MAX_LESSONS = 2
-MAX_NAME_WORDS = 8
+MAX_NAME_WORDS = 5
+# A Skill is named after what its lesson says to do: "When X happened, pin images by digest
+# before every rollout" is named pin-images-by-digest-rollout, without the condition or filler.
+_LEADING_CONDITION = re.compile(r"^\s*(when|if|whenever)\b[^,;]*[,;]\s*")
+_NAME_FILLER = frozenset({"a", "an", "the", "every", "each", "always", "before", "after",
+                          "then", "when", "and", "or", "to", "of", "it", "its"})
 FALLBACK_SKILL_NAME = "derived-skill"
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -322,8 +327,11 @@ def _not_supported(evidence: _Evidence, support: _Support) -> dict[str, Any]:
 
 
 def _skill_name(lesson: str) -> str:
+    """A short kebab-case name from what the lesson tells the agent to do."""
+    advice = _LEADING_CONDITION.sub("", lesson.lower())
+    words = [word for word in _WORD.findall(advice) if word not in _NAME_FILLER]
     name = ""
-    for word in _WORD.findall(lesson.lower())[:MAX_NAME_WORDS]:
+    for word in words[:MAX_NAME_WORDS]:
         candidate = f"{name}-{word}" if name else word
         if len(candidate) > SKILL_NAME_MAX:
             break
