@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from adapters.cli import reference
 from adapters.cli.main import build_parser
 
 SILENT_ACTIONS = (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
@@ -62,3 +64,9 @@ def test_the_api_and_store_options_name_their_environment_variables() -> None:
             assert named[flag] in action.help, flag
             seen.add(flag)
     assert seen == named.keys()
+
+
+def test_docs_cli_md_is_the_reference_the_parser_writes() -> None:
+    page = Path(__file__).parents[1] / "docs" / "cli.md"
+    assert page.read_text() == reference.markdown(), (
+        "regenerate: python -m adapters.cli.reference > docs/cli.md")
