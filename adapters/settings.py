@@ -94,6 +94,13 @@ class Settings(BaseSettings):
     mcp_review: bool = Field(default=False, description=(
         "Offer the review decisions (approve_candidate, reject_candidate) as MCP tools, to "
         "principals that may review in the session's scope; off: agents cannot decide."))
+    log_format: Literal["text", "json"] = Field(default="text", description=(
+        "text: lines for a person at a terminal; json: one object a line (time, level, role, "
+        "pid, logger, request_id, scope, run_id, message) for a log pipeline."))
+    metrics_dir: Path | None = Field(default=None, description=(
+        "Where the processes of one host share their metric values, so one scrape of "
+        "/metrics counts them all (serve, its --processes, workers, projection hosts). "
+        "Default: <DREAM_DATA_DIR>/metrics."))
 
     @property
     def uses_postgres(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -30,7 +31,7 @@ from application.generation import (
     GeneratorLookup,
     TransientGenerationError,
 )
-from application.ports import Clock
+from application.ports import UNOBSERVED, Clock, ExecutionObserver
 from application.retry import (
     RUN_WRITE_PAUSE_CAP_SECONDS,
     RUN_WRITE_TRIES,
@@ -124,8 +125,10 @@ class DreamExecutor:
     def __init__(self, runs: DreamRuns, generators: GeneratorLookup,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS,
                  before_commit: Callable[[Attempt], None] | None = None,
-                 heartbeat_seconds: float | None = None) -> None:
+                 heartbeat_seconds: float | None = None,
+                 observer: ExecutionObserver = UNOBSERVED) -> None:
         self.runs = runs
+        self.observer = observer
         self.store: EventStore = runs.store
         self.clock: Clock = runs.clock
         self.generators = generators
@@ -154,6 +157,9 @@ class DreamExecutor:
             started = run_lifecycle.claim(run, queue, now, self.generators.current.config_id,
                                           self.lease_seconds)
             self.store.commit(run, queue)
+        if started and run.attempt == 1:
+            self.observer.waited((now - run.accepted_at).total_seconds(), run.operation,
+                                 run.trigger)
         return Attempt(run, run.attempt) if started else None
 
     # -- executing -----------------------------------------------------------------------------
@@ -197,12 +203,13 @@ class DreamExecutor:
         generator = self._pinned_generator(run)
         # A first attempt's manifest is committed with what follows it, checked against the
         # evidence read: one write fewer per run.
-        resolution, read = self.runs.freeze_run_evidence(run, number)
+        with self._phase("evidence", run):
+            resolution, read = self.runs.freeze_run_evidence(run, number)
         if self._reuse_earlier_proposal(attempt, read or []):
             return
         run.count_model_call(number)  # counted before the call: an unconfirmed call counts
         self.store.commit(run, read=read or [])
-        with self._heartbeat(attempt) as heartbeat:
+        with self._heartbeat(attempt) as heartbeat, self._phase("model_call", run):
             result = generator.generate(self._input(attempt, resolution))
         if heartbeat.lost:
             raise AttemptConflictError("a newer attempt took the run over during the model call",
@@ -213,7 +220,15 @@ class DreamExecutor:
                           has_target=run.request.target is not None)
         # A conflict here usually means the scope's queue moved (another admission or run):
         # look again whether the attempt is still ours, and finish on the fresh run.
-        self._retrying_on_fresh_run(attempt, lambda fresh: self._finish(fresh, plan, resolution))
+        with self._phase("commit", run):
+            self._retrying_on_fresh_run(attempt,
+                                        lambda fresh: self._finish(fresh, plan, resolution))
+
+    def _phase(self, name: str, run: DreamRun) -> AbstractContextManager[None]:
+        return self.observer.phase(name, run.operation, run.trigger)
+
+    def _ended(self, run: DreamRun, status: str, outcome: str) -> None:
+        self.observer.ended(run.operation, run.trigger, status, outcome)
 
     def _retrying_on_fresh_run(self, attempt: Attempt,
                                write: Callable[[Attempt], None]) -> None:
@@ -332,6 +347,7 @@ class DreamExecutor:
                     "An unchanged proposal over the same evidence was already rejected.",
                     self.clock(), reused=True)
             self.store.commit(run, queue, read=[record, candidate, *evidence])
+        self._ended(run, RunStatus.SUCCEEDED, run.outcome or RunOutcome.NO_CHANGE)
         return True
 
     def _proposal_record(self, run: DreamRun) -> tuple[str, ProposalRecord | None]:
@@ -365,18 +381,21 @@ class DreamExecutor:
             run_lifecycle.propose(run, queue, attempt.number, plan.reason,
                                   candidate.candidate_id, self.clock())
             self.store.commit(run, candidate, queue, record, read=reader.read_set)
+        self._ended(run, RunStatus.SUCCEEDED, RunOutcome.PROPOSED)
 
     def _conclude(self, attempt: Attempt, outcome: str, reason: str) -> None:
         with self.runs.queues.turn(attempt.run.scope_id) as queue:
             run_lifecycle.conclude(attempt.run, queue, attempt.number, outcome, reason,
                                    self.clock())
             self.store.commit(attempt.run, queue)  # a conflict is retried by the caller
+        self._ended(attempt.run, RunStatus.SUCCEEDED, outcome)
 
     def _fail(self, attempt: Attempt, code: str, why: str) -> None:
         log.info("run %s failed %s: %s", attempt.run.run_id, code, why)
         now = self.clock()
         self._write_on_stored_run(attempt, lambda run, queue: run_lifecycle.fail(
             run, queue, attempt.number, code, now))
+        self._ended(attempt.run, RunStatus.FAILED, code)
 
     def _retry_or_fail(self, attempt: Attempt, code: str, why: str) -> None:
         """A transient failure gets one more attempt if calls and time are left."""
@@ -387,6 +406,7 @@ class DreamExecutor:
                 and self.clock() < attempt.deadline):
             self._write_on_stored_run(attempt, lambda run, queue: run_lifecycle.requeue(
                 run, queue, attempt.number, code))
+            self._ended(attempt.run, RunStatus.QUEUED, code)
             return
         self._fail(attempt, code, why)
 

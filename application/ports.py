@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 from uuid import UUID
@@ -54,3 +54,34 @@ class ReadSetRecorder(Protocol):
     def writers_turn(self, key: str) -> AbstractContextManager[object]:
         """Wait for the turn of this store's writers of ``key``, in every process the store
         can reach cheaply (or none): an efficiency, never what keeps a write exact."""
+
+
+class ExecutionObserver(Protocol):
+    """What an operator sees of a Dream run's execution: each phase timed, each attempt's end
+    counted. The executor reports to it; an adapter turns the reports into metrics."""
+
+    def phase(self, name: str, operation: str, trigger: str) -> AbstractContextManager[None]:
+        """Time one phase (queue_wait is reported through ``waited``)."""
+        ...
+
+    def waited(self, seconds: float, operation: str, trigger: str) -> None:
+        """An attempt was claimed ``seconds`` after its run was accepted or last requeued."""
+        ...
+
+    def ended(self, operation: str, trigger: str, status: str, outcome: str) -> None:
+        """An attempt ended: succeeded with an outcome, requeued or failed with a code."""
+        ...
+
+
+class _Unobserved:
+    def phase(self, name: str, operation: str, trigger: str) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def waited(self, seconds: float, operation: str, trigger: str) -> None:
+        pass
+
+    def ended(self, operation: str, trigger: str, status: str, outcome: str) -> None:
+        pass
+
+
+UNOBSERVED: ExecutionObserver = _Unobserved()

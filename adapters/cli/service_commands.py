@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import signal
 import sys
@@ -18,6 +17,8 @@ from types import FrameType
 from adapters.cli.options import Commands, add_store_options, settings_from
 from adapters.cli.stopping import stop_on_signals
 from adapters.http.processes import RESTART_CAP_SECONDS, Supervisor, bind_listener, say
+from adapters.observability.logs import configure_logging
+from adapters.observability.sharing import share_metrics
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
 
@@ -74,13 +75,11 @@ def _bench(args: argparse.Namespace) -> int:
     return code
 
 
-def _log_view_roles() -> None:
-    """Show operators which process hosts which read model (INFO, on stderr)."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
-    runtime = logging.getLogger("adapters.store.projection_runtime")
-    runtime.addHandler(handler)
-    runtime.setLevel(logging.INFO)
+def _observed(settings: Settings, role: str) -> None:
+    """Logs as DREAM_LOG_FORMAT says, and metrics shared with the host's other processes.
+    First thing in a long-running command: the metrics library must not be loaded yet."""
+    configure_logging(role, settings.log_format)
+    share_metrics(settings)
 
 
 def _print_stacks(_signum: int = 0, _frame: FrameType | None = None) -> None:
@@ -104,14 +103,14 @@ def _stacks_on_sigusr1() -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from adapters.http.server import serve  # noqa: PLC0415 - keeps the CLI start fast
-
     settings = settings_from(args)
     if args.access:
         settings = settings.model_copy(update={"access": args.access})
+    _observed(settings, "supervisor" if args.processes > 1 else "api")
     if args.processes > 1:
         return _supervise(args, settings)
-    _log_view_roles()
+    from adapters.http.server import serve  # noqa: PLC0415 - after the metrics are shared
+
     _stacks_on_sigusr1()
     supervised = None
     if args.listen_fd is not None and args.supervisor_pid is not None:
@@ -154,13 +153,14 @@ def _process_count(text: str) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     """Execute Dream runs until SIGTERM/SIGINT; the read models are hosted by `dream serve`."""
+    settings = settings_from(args)
+    if args.workers is not None:
+        settings = settings.model_copy(update={"workers": args.workers})
+    _observed(settings, "worker")
     from adapters.store.view_batches import open_view  # noqa: PLC0415
     from adapters.workers.pool import when_store_answers, worker_pool  # noqa: PLC0415
     from projections.runs import RUNS  # noqa: PLC0415
 
-    settings = settings_from(args)
-    if args.workers is not None:
-        settings = settings.model_copy(update={"workers": args.workers})
     stop = stop_on_signals()
     _stacks_on_sigusr1()
     app = when_store_answers(lambda: open_dreaming(settings), stop)
@@ -183,16 +183,16 @@ def _worker(args: argparse.Namespace) -> int:
 def _project(args: argparse.Namespace) -> int:
     """Compete for every read model until SIGTERM/SIGINT: host the ones won, stand by for the
     others (taking over when their host goes away)."""
+    # Hosting is this command's whole job, whatever a shared settings file says for the APIs.
+    settings = settings_from(args).model_copy(update={"host_views": True})
+    _observed(settings, "projector")
     from adapters.store.projection_runtime import start_projection  # noqa: PLC0415
     from adapters.store.shared_feed import SharedFeed  # noqa: PLC0415
     from adapters.store.view_host import view_lease  # noqa: PLC0415
     from adapters.workers.pool import when_store_answers  # noqa: PLC0415
     from projections.catalog import READ_MODELS  # noqa: PLC0415
 
-    # Hosting is this command's whole job, whatever a shared settings file says for the APIs.
-    settings = settings_from(args).model_copy(update={"host_views": True})
     stop = stop_on_signals()
-    _log_view_roles()
     _stacks_on_sigusr1()
     with ExitStack() as stack:  # stops in reverse: the runners, then the feed
         feed = when_store_answers(partial(SharedFeed, settings), stop)

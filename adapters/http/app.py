@@ -21,6 +21,7 @@ from adapters.http.routes import ops, router
 from adapters.http.token_routes import tokens_router
 from adapters.mcp.http import PATH as MCP_PATH
 from adapters.mcp.http import McpEndpoint
+from adapters.observability.http import ObserveRequests
 from adapters.settings import Settings
 from adapters.store.foreground import Foreground
 from adapters.store.projection_runtime import RunningProjection, start_projection
@@ -123,4 +124,5 @@ def create_app(dreaming: Dreaming, settings: Settings,
     api.router.routes.append(Route(MCP_PATH, mcp.app, include_in_schema=False))
     if settings.review_page:
         api.include_router(review_page_router())
+    api.add_middleware(ObserveRequests, routes=api.router.routes)  # outermost: sees every answer
     return api

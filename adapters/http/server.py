@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import tempfile
@@ -21,6 +22,8 @@ from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming, private_dir
 from application.bootstrap import Dreaming
 from domain.errors import WriteConflictError
+
+log = logging.getLogger("dream.serve")
 
 STARTUP_TIMEOUT_SECONDS = 20.0
 ADMIN_TOKEN_FILE = "admin-token"
@@ -59,7 +62,7 @@ def prepare(settings: Settings) -> tuple[Dreaming, str | None]:
     if token is not None:
         # Only the file holds the secret: logs and terminals are read by more people.
         path = write_admin_token(settings.data_dir, token)
-        print(f"Created the admin principal; its token is in {path} (mode 0600).", flush=True)
+        log.info("Created the admin principal; its token is in %s (mode 0600).", path)
     return dreaming, token
 
 
@@ -77,10 +80,11 @@ def serve(settings: Settings, host: str, port: int,
         api = create_app(dreaming, settings)
         api.add_middleware(ProcessHeader)
         if supervised is None:
-            uvicorn.run(api, host=host, port=port, log_level="info")
+            uvicorn.run(api, host=host, port=port, log_level="info", log_config=None)
             return
         listen_fd, supervisor_pid = supervised
-        server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="info"))
+        server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="info",
+                                               log_config=None))
         stop_when_orphaned(supervisor_pid, lambda: setattr(server, "should_exit", True))
         server.run(sockets=[socket.socket(fileno=listen_fd)])
     finally:

@@ -30,6 +30,8 @@ from typing import TypeVar
 from eventsourcing.postgres import PostgresApplicationRecorder
 
 from adapters.generators.factory import GeneratorRegistry, generator_from
+from adapters.observability.context import working_on
+from adapters.observability.runs import RunMetrics, TimedGenerator
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
 from adapters.store.generation_slots import (
@@ -84,8 +86,8 @@ def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox,
     deployment's generation cap, with the automatic-dreaming scheduler (not started). The
     scheduler reads ``views`` (this process's running ones, whose host wakes it: see
     ``adapters.http.app``), or opens its own and listens for their host's batches."""
-    registry = GeneratorRegistry(generator_from(settings))
-    executor = app.executor(registry, settings.lease_seconds)
+    registry = GeneratorRegistry(TimedGenerator(generator_from(settings), settings.generator))
+    executor = app.executor(registry, settings.lease_seconds, observer=RunMetrics())
     scheduler = AutoScheduler(
         app, views or (lambda: (open_view(AUTO_RECORDS, settings), open_view(RUNS, settings))),
         settings.auto_max_concurrent, owns_views=views is None,
@@ -250,7 +252,7 @@ class WorkerPool:
         try:
             if self._stopping.is_set():
                 return
-            with self._holding(held) as kept:
+            with working_on(scope_id, run_id), self._holding(held) as kept:
                 attempt = self.executor.claim(scope_id, run_id)
                 if attempt is None:
                     with self._lock:

@@ -10,6 +10,7 @@ from fastapi.responses import PlainTextResponse
 from adapters.http.dependencies import App
 from adapters.http.metrics import prometheus_text
 from adapters.http.schemas import Health, ProjectionHealth, WorkerHealth
+from adapters.observability.metrics import exposition
 from adapters.store.projection_runtime import RunningProjection
 from application.bootstrap import Dreaming
 
@@ -68,7 +69,8 @@ def _projection_health(projection: RunningProjection[Any], head: int | None,
 def metrics(request: Request, app: App) -> PlainTextResponse:
     """Prometheus text exposition: store head, read-model positions, lag and dead letters,
     worker load."""
-    return PlainTextResponse(prometheus_text(app.store.max_position(),
-                                             request.app.state.read_models.values(),
-                                             request.app.state.workers),
+    counted = exposition().decode()  # every process's counters on this host
+    sampled = prometheus_text(app.store.max_position(), request.app.state.read_models.values(),
+                              request.app.state.workers)  # this process's view, read now
+    return PlainTextResponse(counted + sampled,
                              media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,1 @@
+"""What operators see: metrics, request and run context, and logs."""

@@ -1,0 +1,233 @@
+"""What an operator sees: each request, run and model call moves its series; one scrape counts
+every process of a host; each answer names its request; JSON logs carry no secret."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from benchmarks.durability_processes import Service, Store
+from tests.conftest import LiveApi
+
+STORY = "The rollout pulled a moved tag and failed; pinning the image by digest fixed it."
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of one series in a Prometheus text exposition (0 when absent)."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and line.split(" ")[0] != name:
+            continue
+        series, value = line.rsplit(" ", 1)
+        found = dict(re.findall(r'(\w+)="([^"]*)"', series))
+        if series.split("{")[0] == name and all(found.get(k) == v for k, v in labels.items()):
+            return float(value)
+    return 0.0
+
+
+def scrape(base_url: str) -> str:
+    return httpx.get(f"{base_url}/metrics", timeout=10).text
+
+
+def record_and_dream(http: httpx.Client, scope: str, key: str = "k") -> dict[str, object]:
+    """A scope, a Source, a Memory entry citing it, and a run over the entry: its answer."""
+    http.post("/v1/scopes", json={"scope_id": scope}).raise_for_status()
+    http.post(f"/v1/scopes/{scope}/sources", json={
+        "source_type": "task", "source_id": "t1", "attempt_id": "a1",
+        "text": STORY}).raise_for_status()
+    http.post(f"/v1/scopes/{scope}/memories", json={"memory_id": "notes"}).raise_for_status()
+    entry = http.post(f"/v1/scopes/{scope}/memories/notes/entries", json={
+        "entry_id": "pin", "kind": "task_record", "text": "Pin images by digest.",
+        "sources": [{"source_type": "task", "source_id": "t1"}]}).json()
+    run: dict[str, object] = http.post(f"/v1/scopes/{scope}/dream", json={
+        "operation": "refine_experience", "idempotency_key": key,
+        "memory_citations": [entry["citation"]]}).json()
+    return run
+
+
+def finished(http: httpx.Client, scope: str, run_id: object) -> dict[str, object]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        run: dict[str, object] = http.get(f"/v1/scopes/{scope}/dream/{run_id}").json()
+        if run["status"] in ("succeeded", "failed"):
+            return run
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} did not finish")
+
+
+# -- requests ----------------------------------------------------------------------------------
+
+def test_a_request_is_counted_by_route_template_and_its_error_by_code(live_api: LiveApi) -> None:
+    before = scrape(live_api.base_url)
+    with httpx.Client(base_url=live_api.base_url, headers=live_api.headers()) as http:
+        for scope in ("a", "b", "c"):  # three paths, one template
+            assert http.get(f"/v1/scopes/{scope}").status_code == 404
+        assert http.get("/no/such/route").status_code == 404
+    after = scrape(live_api.base_url)
+
+    template = {"method": "GET", "route": "/v1/scopes/{scope_id}", "status": "404"}
+    grew = (sample(after, "dream_http_requests_total", **template)
+            - sample(before, "dream_http_requests_total", **template))
+    assert grew == 3
+    assert (sample(after, "dream_errors_total", code="scope_not_found", transport="http")
+            - sample(before, "dream_errors_total", code="scope_not_found", transport="http")) == 3
+    assert sample(after, "dream_http_requests_total", route="unmatched", status="404") >= 1
+    # Durations are counted for the template too, and no raw path becomes a label.
+    assert sample(after, "dream_http_request_duration_seconds_count",
+                  route="/v1/scopes/{scope_id}") >= 3
+    assert "/v1/scopes/a" not in after
+
+
+def test_each_answer_names_its_request(live_api: LiveApi) -> None:
+    with httpx.Client(base_url=live_api.base_url, headers=live_api.headers()) as http:
+        mine = http.get("/healthz", headers={"X-Request-Id": "trace-me.42"})
+        fresh = [http.get("/healthz").headers["x-request-id"] for _ in range(2)]
+        hostile = http.get("/healthz", headers={"X-Request-Id": "bad id\twith spaces"})
+    assert mine.headers["x-request-id"] == "trace-me.42"
+    assert fresh[0] != fresh[1]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", value) for value in fresh)
+    assert re.fullmatch(r"[0-9a-f]{32}", hostile.headers["x-request-id"])
+
+
+# -- runs and model calls across processes ------------------------------------------------------
+
+@pytest.fixture
+def api_and_worker(tmp_path: Path) -> Iterator[str]:
+    """`dream serve` without workers and a `dream worker` on one store: the API's URL."""
+    store = Store(tmp_path / "data")
+    serve = Service("serve", store, tmp_path / "serve.log", extra_env={"DREAM_WORKERS": "0"})
+    worker = Service("worker", store, tmp_path / "worker.log")
+    try:
+        serve.start()
+        worker.start()
+        yield serve.base_url
+    finally:
+        for process in (worker, serve):
+            process.stop()
+            process.ensure_stopped()
+
+
+def test_a_run_executed_by_a_worker_is_counted_in_the_api_scrape(api_and_worker: str) -> None:
+    with httpx.Client(base_url=api_and_worker) as http:
+        run = record_and_dream(http, "team")
+        assert finished(http, "team", run["run_id"])["outcome"] == "proposed"
+    metrics = scrape(api_and_worker)
+
+    labels = {"operation": "refine_experience", "trigger": "request"}
+    assert sample(metrics, "dream_run_attempts_ended_total", status="succeeded",
+                  outcome="proposed", **labels) == 1
+    for phase in ("queue_wait", "evidence", "model_call", "commit"):
+        assert sample(metrics, "dream_run_phase_duration_seconds_count", phase=phase,
+                      **labels) == 1, phase
+    assert sample(metrics, "dream_model_calls_total", generator="offline", outcome="ok") == 1
+    assert sample(metrics, "dream_model_call_duration_seconds_count", generator="offline") == 1
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port  # nothing listens here once the socket is closed
+
+
+def test_a_failing_model_call_moves_the_failure_series(tmp_path: Path) -> None:
+    store = Store(tmp_path / "data")
+    serve = Service("serve", store, tmp_path / "serve.log", extra_env={
+        "DREAM_WORKERS": "1", "DREAM_GENERATOR": "openai", "DREAM_OPENAI_MODEL": "m",
+        "DREAM_OPENAI_BASE_URL": f"http://127.0.0.1:{closed_port()}/v1",
+        "DREAM_OPENAI_API_KEY": "sk-not-a-real-key"})
+    try:
+        serve.start()
+        with httpx.Client(base_url=serve.base_url) as http:
+            run = record_and_dream(http, "team")
+            ended = finished(http, "team", run["run_id"])
+        metrics = scrape(serve.base_url)
+    finally:
+        serve.stop()
+        serve.ensure_stopped()
+    assert (ended["status"], ended["error"]) == ("failed", "generation_failed")
+    calls = sample(metrics, "dream_model_calls_total", generator="openai",
+                   outcome="transient_error")
+    assert calls >= 1
+    assert sample(metrics, "dream_model_calls_total", generator="openai", outcome="ok") == 0
+    assert sample(metrics, "dream_run_attempts_ended_total", status="failed",
+                  outcome="generation_failed") == 1
+
+
+def test_one_scrape_counts_every_api_process(tmp_path: Path) -> None:
+    serve = Service("serve", Store(tmp_path / "data"), tmp_path / "serve.log",
+                    args=["--processes", "2"])
+    answered_by: set[str] = set()
+    try:
+        serve.start()
+        with httpx.Client(base_url=serve.base_url) as http:
+            for _ in range(40):  # new connections, so both processes answer some
+                answer = http.get("/v1/scopes/nowhere", headers={"Connection": "close"})
+                answered_by.add(answer.headers["x-dream-process"])
+            metrics = scrape(serve.base_url)
+    finally:
+        serve.stop()
+        serve.ensure_stopped()
+    assert len(answered_by) == 2, "the kernel gave every connection to one process"
+    assert sample(metrics, "dream_http_requests_total", route="/v1/scopes/{scope_id}",
+                  status="404") == 40
+
+
+# -- logs ---------------------------------------------------------------------------------------
+
+def test_json_logs_name_the_request_and_never_a_secret(tmp_path: Path) -> None:
+    store = Store(tmp_path / "data")
+    serve = Service("serve", store, tmp_path / "serve.log", extra_env={
+        "DREAM_ACCESS": "enforced", "DREAM_LOG_FORMAT": "json", "DREAM_WORKERS": "1"})
+    try:
+        serve.start()
+        token = (store.data_dir / "admin-token").read_text().strip()
+        with httpx.Client(base_url=serve.base_url,
+                          headers={"Authorization": f"Bearer {token}"}) as http:
+            run = record_and_dream(http, "team")
+            finished(http, "team", run["run_id"])
+            http.get("/v1/scopes/team", headers={"X-Request-Id": "req-from-caller"})
+            refused = httpx.get(f"{serve.base_url}/v1/scopes/team",
+                                headers={"Authorization": "Bearer dream_wrong-secret"})
+        assert refused.status_code == 401
+    finally:
+        serve.stop()
+        serve.ensure_stopped()
+    output = serve.output()
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert lines, output
+    assert len(lines) == len([line for line in output.splitlines() if line.strip()]), (
+        "every line is one JSON object")
+    assert {"time", "level", "role", "pid", "logger", "message"} <= lines[0].keys()
+    assert {line["role"] for line in lines} == {"api"}
+    access = [line for line in lines if line["logger"] == "uvicorn.access"]
+    assert any(line.get("request_id") == "req-from-caller" for line in access)
+    for secret in (token, "dream_wrong-secret", "moved tag", "Pin images by digest"):
+        assert secret not in output, secret
+
+
+def test_the_dashboard_charts_only_series_the_service_exposes(tmp_path: Path) -> None:
+    dashboard = json.loads((Path(__file__).parents[1] / "docs" / "grafana-dashboard.json")
+                           .read_text())
+    serve = Service("serve", Store(tmp_path / "data"), tmp_path / "serve.log")
+    try:
+        serve.start()
+        with httpx.Client(base_url=serve.base_url) as http:
+            finished(http, "team", record_and_dream(http, "team")["run_id"])
+            assert http.get("/v1/scopes/nowhere").status_code == 404  # an error, counted
+            metrics = scrape(serve.base_url)
+    finally:
+        serve.stop()
+        serve.ensure_stopped()
+    families = set(re.findall(r"^# TYPE (\w+) ", metrics, re.MULTILINE))
+    charted = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"\bdream_\w+", target["expr"])}
+    assert len(dashboard["panels"]) >= 10
+    for name in charted:
+        assert re.sub(r"_(bucket|count|sum)$", "", name) in families, name
