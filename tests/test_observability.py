@@ -13,7 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from adapters.observability.metrics import exposition
+from application.bootstrap import Dreaming
 from benchmarks.durability_processes import Service, Store
+from domain.errors import WriteConflictError
+from domain.policy import LOCAL
 from tests.conftest import LiveApi
 
 STORY = "The rollout pulled a moved tag and failed; pinning the image by digest fixed it."
@@ -127,6 +131,9 @@ def test_a_run_executed_by_a_worker_is_counted_in_the_api_scrape(api_and_worker:
                       **labels) == 1, phase
     assert sample(metrics, "dream_model_calls_total", generator="offline", outcome="ok") == 1
     assert sample(metrics, "dream_model_call_duration_seconds_count", generator="offline") == 1
+    # Every write of both processes went through the store's counted commit.
+    assert sample(metrics, "dream_store_commits_total", store="sqlite", outcome="ok") >= 8
+    assert sample(metrics, "dream_store_commit_duration_seconds_count", store="sqlite") >= 8
 
 
 def closed_port() -> int:
@@ -231,3 +238,27 @@ def test_the_dashboard_charts_only_series_the_service_exposes(tmp_path: Path) ->
     assert len(dashboard["panels"]) >= 10
     for name in charted:
         assert re.sub(r"_(bucket|count|sum)$", "", name) in families, name
+
+
+def test_store_commits_are_counted_by_outcome_on_each_store(app: Dreaming) -> None:
+    store = app.store.read_set_recorder.store_kind
+
+    def commits(outcome: str) -> float:
+        return sample(exposition().decode(), "dream_store_commits_total", store=store,
+                      outcome=outcome)
+
+    app.records.create_scope(LOCAL, "s")
+    app.records.create_scope(LOCAL, "t")
+    read = app.records.get_scope(LOCAL, "s")
+    app.records.change_scope_settings(LOCAL, "s", {"max_items": 9})  # moves after the read
+    changed = app.records.get_scope(LOCAL, "t")
+    changed.change_settings({"max_items": 8})
+    ok, conflicts = commits("ok"), commits("read_set_conflict")
+
+    with pytest.raises(WriteConflictError):
+        app.store.commit(changed, read=[read])
+    assert (commits("ok"), commits("read_set_conflict")) == (ok, conflicts + 1)
+    fresh = app.records.get_scope(LOCAL, "t")
+    fresh.change_settings({"max_items": 7})
+    app.store.commit(fresh)
+    assert commits("ok") == ok + 1

@@ -70,3 +70,10 @@ def exposition() -> bytes:
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
     return generate_latest(registry)
+
+STORE_COMMITS = Counter(
+    "dream_store_commits", "Event store commits: ok, read_set_conflict (an aggregate the "
+    "command read had moved), version_conflict, outage.", ["store", "outcome"])
+STORE_COMMIT_SECONDS = Histogram("dream_store_commit_duration_seconds",
+                                 "One commit's transaction, lock wait included.", ["store"],
+                                 buckets=REQUEST_BUCKETS)

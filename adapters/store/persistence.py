@@ -34,6 +34,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLite
 from eventsourcing.utils import Environment, EnvType
 from psycopg.sql import SQL, Identifier
 
+from adapters.observability.commits import counted_commit
 from adapters.settings import Settings
 from adapters.store.file_turns import FileTurns
 from adapters.store.local_disk import require_local_disk
@@ -115,6 +116,11 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     def subscribe(self, gt: int | None = None,
                   topics: Sequence[str] = ()) -> Subscription[ApplicationRecorder]:
         return PollingSubscription(self, gt=gt, topics=topics, interval=self.poll_interval)
+
+    def insert_events(self, stored_events: Sequence[StoredEvent],
+                      **kwargs: Any) -> Sequence[int] | None:
+        with counted_commit(self.store_kind):
+            return super().insert_events(stored_events, **kwargs)
 
     def position_of(self, originator_id: UUID, version: int) -> int | None:
         with self.datastore.transaction(commit=False) as c:
@@ -261,7 +267,8 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
         written = {event.originator_id for event in stored_events}
         read_set = {key: version for key, version in (read_set or {}).items()
                     if key not in written}
-        with (self.datastore.get_connection() as conn, conn.pipeline() as pipeline,
+        with (counted_commit(self.store_kind), self.datastore.get_connection() as conn,
+              conn.pipeline() as pipeline,
               conn.transaction(), conn.cursor() as versions, conn.cursor() as inserted):
             if stored_events:
                 self._insert_stored_events(inserted, stored_events, **kwargs)
