@@ -232,6 +232,10 @@ def test_the_dashboard_charts_only_series_the_service_exposes(tmp_path: Path) ->
     finally:
         serve.stop()
         serve.ensure_stopped()
+    # The deployment's generation slots: caps as configured, none held once the run ended.
+    assert sample(metrics, "dream_generation_slots_cap", pool="generation") == 4
+    assert sample(metrics, "dream_generation_slots_cap", pool="automatic") == 4
+    assert sample(metrics, "dream_generation_slots_in_use", pool="generation") == 0
     families = set(re.findall(r"^# TYPE (\w+) ", metrics, re.MULTILINE))
     charted = {name for panel in dashboard["panels"] for target in panel["targets"]
                for name in re.findall(r"\bdream_\w+", target["expr"])}

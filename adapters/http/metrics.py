@@ -23,6 +23,10 @@ def _label(projection: RunningProjection[Any]) -> str:
     return '{projection="' + projection.name.replace("\\", "\\\\").replace('"', '\\"') + '"}'
 
 
+def _pool(pool: str) -> str:
+    return '{pool="' + pool + '"}'  # pool names are the service's own constants
+
+
 def prometheus_text(head: int, projections: Iterable[RunningProjection[Any]],
                     workers: WorkerPool | None) -> str:
     running = list(projections)
@@ -43,4 +47,11 @@ def prometheus_text(head: int, projections: Iterable[RunningProjection[Any]],
         lines += _family("dream_workers_busy", "Generations running now.", [("", workers.busy)])
         lines += _family("dream_workers_completed", "Attempts finished since start.",
                          [("", workers.completed)])
+        if workers.slots is not None:  # the deployment-wide caps, read from the store
+            slots = workers.slots
+            lines += _family("dream_generation_slots_cap", "Generation slots of a pool.",
+                             [(_pool(pool), cap) for pool, cap in sorted(slots.caps.items())])
+            lines += _family("dream_generation_slots_in_use",
+                             "Generation slots held now, across the deployment.",
+                             [(_pool(pool), len(slots.held(pool))) for pool in sorted(slots.caps)])
     return "\n".join(lines) + "\n"

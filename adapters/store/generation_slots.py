@@ -73,6 +73,8 @@ class Slot:
 class LeasedSlots(Protocol):
     """Capped pools of leased slots, shared by every process of a store."""
 
+    caps: dict[str, int]  # every pool and its cap
+
     def acquire(self, pool: str, holder: str, lease_seconds: float) -> Slot | None:
         """A free (or expired) slot of ``pool`` for ``holder``; ``None`` when all are held."""
         ...
