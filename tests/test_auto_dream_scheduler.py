@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
 from adapters.cli.demo import TASKS
 from adapters.generators.factory import GeneratorRegistry
@@ -27,6 +28,7 @@ from adapters.workers import auto_scheduler
 from adapters.workers.auto_scheduler import AutoScheduler
 from adapters.workers.pool import WorkerPool
 from application.bootstrap import Dreaming
+from domain.auto_dream import GateName
 from domain.dream_request import DreamRequest
 from domain.dream_run import RunTrigger
 from domain.policy import LOCAL
@@ -225,3 +227,27 @@ def test_the_due_index_follows_counts_and_thresholds(
     assert due() == []
     app.records.change_scope_settings(LOCAL, "s", {"auto_min_new_records": 4})
     assert due() == ["s"]
+
+
+def test_each_check_is_counted_by_decision_and_the_gate_that_decided(
+        app: Dreaming,
+        views: tuple[RunningProjection[Any], RunningProjection[Any]]) -> None:
+    records, runs = views
+    due_scope(app, "due")
+    app.records.create_scope(LOCAL, "settling", {**ON, "auto_settle_minutes": 60})
+    for source_id, text in TASKS.items():  # a window's worth, but just recorded: settling
+        app.records.record_source(LOCAL, "settling", "task", source_id, text=text)
+
+    def decisions(decision: str, gate: str) -> float:
+        value = REGISTRY.get_sample_value("dream_auto_decisions_total",
+                                          {"decision": decision, "gate": gate})
+        return value or 0.0
+
+    before = decisions("admitted", "")
+    not_due = {gate: decisions("not_due", gate) for gate in GateName}
+    records.catch_up()
+    runs.catch_up()
+    AutoScheduler(app, lambda: (records.view, runs.view), cap=4).tick()
+    assert decisions("admitted", "") == before + 1
+    grew = {gate for gate in GateName if decisions("not_due", gate) > not_due[gate]}
+    assert grew == {GateName.RECORDS}

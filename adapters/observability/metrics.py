@@ -77,3 +77,8 @@ STORE_COMMITS = Counter(
 STORE_COMMIT_SECONDS = Histogram("dream_store_commit_duration_seconds",
                                  "One commit's transaction, lock wait included.", ["store"],
                                  buckets=REQUEST_BUCKETS)
+
+AUTO_DECISIONS = Counter(
+    "dream_auto_decisions",
+    "Automatic-dreaming checks of a possibly due scope: admitted, not_due (gate: the first "
+    "closed one) or refused (gate: the error code).", ["decision", "gate"])

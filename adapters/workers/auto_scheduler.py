@@ -24,8 +24,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from adapters.observability.metrics import AUTO_DECISIONS
 from adapters.store.backoff import Backoff
 from adapters.store.notifications import Hints, Stoppable
+from application.auto_dreaming import Tick
 from application.bootstrap import Dreaming
 from application.store import OUTAGE_ERRORS
 from domain.errors import DomainError
@@ -114,6 +116,7 @@ class AutoScheduler:
         candidates = view.due_scopes(self.app.clock(), MAX_CHECKS, self._after)
         for key in candidates:
             tick = self._quietly(self.app.auto.check_and_run, key[1], view)
+            _count_decision(tick)
             admitted += 0 if tick is None else len(tick.admitted)
             if admitted >= free or self._stopping.is_set():
                 self._after = None  # capacity is the limit: the oldest go first next time
@@ -140,3 +143,16 @@ class AutoScheduler:
         except DomainError as refused:
             log.info("automatic dreaming: scope %s: %s", args[0], refused.code)
             return None
+
+
+def _count_decision(tick: Tick | None) -> None:
+    """What the check of one scope decided, by the gate that decided it."""
+    if tick is None:  # refused before a check (logged by _quietly)
+        return
+    if tick.admitted:
+        AUTO_DECISIONS.labels("admitted", "").inc()
+    elif tick.refused is not None:
+        AUTO_DECISIONS.labels("refused", tick.refused).inc()
+    else:
+        closed = next((gate.name for gate in tick.status.report.gates if not gate.open), "")
+        AUTO_DECISIONS.labels("not_due", str(closed)).inc()
