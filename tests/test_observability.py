@@ -131,6 +131,8 @@ def test_a_run_executed_by_a_worker_is_counted_in_the_api_scrape(api_and_worker:
                       **labels) == 1, phase
     assert sample(metrics, "dream_model_calls_total", generator="offline", outcome="ok") == 1
     assert sample(metrics, "dream_model_call_duration_seconds_count", generator="offline") == 1
+    # The API process hosts the read models: each one applied the run's events.
+    assert sample(metrics, "dream_read_model_events_applied_total", projection="runs") >= 3
     # Every write of both processes went through the store's counted commit.
     assert sample(metrics, "dream_store_commits_total", store="sqlite", outcome="ok") >= 8
     assert sample(metrics, "dream_store_commit_duration_seconds_count", store="sqlite") >= 8
@@ -236,7 +238,10 @@ def test_the_dashboard_charts_only_series_the_service_exposes(tmp_path: Path) ->
     assert sample(metrics, "dream_generation_slots_cap", pool="generation") == 4
     assert sample(metrics, "dream_generation_slots_cap", pool="automatic") == 4
     assert sample(metrics, "dream_generation_slots_in_use", pool="generation") == 0
-    families = set(re.findall(r"^# TYPE (\w+) ", metrics, re.MULTILINE))
+    # The families the service defines (this test process knows them all, samples or not)
+    # and the gauges a live process reads at each scrape.
+    defined = exposition().decode() + metrics
+    families = set(re.findall(r"^# TYPE (\w+) ", defined, re.MULTILINE))
     charted = {name for panel in dashboard["panels"] for target in panel["targets"]
                for name in re.findall(r"\bdream_\w+", target["expr"])}
     assert len(dashboard["panels"]) >= 10

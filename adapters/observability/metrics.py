@@ -82,3 +82,7 @@ AUTO_DECISIONS = Counter(
     "dream_auto_decisions",
     "Automatic-dreaming checks of a possibly due scope: admitted, not_due (gate: the first "
     "closed one) or refused (gate: the error code).", ["decision", "gate"])
+
+VIEW_EVENTS_APPLIED = Counter("dream_read_model_events_applied",
+                              "Events a read model applied in this host's processes.",
+                              ["projection"])

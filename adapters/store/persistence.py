@@ -34,7 +34,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLite
 from eventsourcing.utils import Environment, EnvType
 from psycopg.sql import SQL, Identifier
 
-from adapters.observability.commits import counted_commit
+from adapters.observability.store_metrics import counted_commit
 from adapters.settings import Settings
 from adapters.store.file_turns import FileTurns
 from adapters.store.local_disk import require_local_disk

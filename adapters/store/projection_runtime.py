@@ -34,6 +34,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 from eventsourcing.application import Application
 from eventsourcing.postgres import PostgresApplicationRecorder
 
+from adapters.observability.store_metrics import events_applied
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
 from adapters.store.foreground import Foreground
@@ -328,6 +329,8 @@ class RunningProjection(Generic[TView]):
             applied = apply_events(self.app, self._projection, self.view, head,
                                    progress=lambda _, position, __: self._committed(position),
                                    start=self._position, fetch=self._fetch, announce=announce)
+        if applied:
+            events_applied(self.name, applied)
         if asked and not applied:  # nothing new: answer at once
             self._signal("applied")
         elif applied and self._local is not None and (asked or self.spec.announced):

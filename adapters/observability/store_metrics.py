@@ -1,7 +1,7 @@
-"""Event store commits counted by outcome and timed, for the store recorders.
+"""The store's metrics: commits counted by outcome and timed, events applied by each view.
 
-The metrics are imported at the first commit, not with the recorders: the CLI loads the
-recorders before a serving command has chosen where the host's metrics are shared."""
+The metrics are imported at first use, not with the recorders and view runners: the CLI
+loads those before a serving command has chosen where the host's metrics are shared."""
 
 from __future__ import annotations
 
@@ -42,3 +42,10 @@ def counted_commit(store: str) -> Iterator[None]:
     finally:
         STORE_COMMIT_SECONDS.labels(store).observe(time.perf_counter() - started)
         STORE_COMMITS.labels(store, _outcome(failure)).inc()
+
+
+def events_applied(view: str, count: int) -> None:
+    """A view applied ``count`` events: its rate is the view's catch-up rate."""
+    from adapters.observability.metrics import VIEW_EVENTS_APPLIED  # noqa: PLC0415
+
+    VIEW_EVENTS_APPLIED.labels(view).inc(count)
