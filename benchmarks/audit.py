@@ -40,7 +40,7 @@ from adapters.store.view_batches import rebuild
 from application.bootstrap import Dreaming
 from application.review import REVIEW_PROVENANCE
 from benchmarks.core import STORES, benchmark_parser, report_header, say_unless_json
-from benchmarks.throwaway_postgres import PostgresUnavailableError
+from devkit.throwaway_postgres import PostgresUnavailableError
 from domain.artifact import Artifact
 from domain.budget import effective_budget
 from domain.candidate import Candidate

@@ -50,7 +50,7 @@ from adapters.workers.auto_scheduler import TICK_SECONDS
 from benchmarks.auto_dream_e2e import EndToEnd, run_end_to_end
 from benchmarks.auto_dream_tick import CAP, DUE_EVERY, TickRun, TickSample, run_ticks
 from benchmarks.core import STORES, benchmark_parser, fmt, p95, report_header, say_unless_json
-from benchmarks.throwaway_postgres import PostgresUnavailableError
+from devkit.throwaway_postgres import PostgresUnavailableError
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "auto_dream.json"
 MS = 1000.0

@@ -31,7 +31,7 @@ from benchmarks.core import (
     round_data,
     say_unless_json,
 )
-from benchmarks.throwaway_postgres import PostgresUnavailableError
+from devkit.throwaway_postgres import PostgresUnavailableError
 from domain.dream_request import DreamOperation, DreamRequest
 from domain.policy import LOCAL
 from domain.refs import ArtifactFamily, ArtifactRef, Lineage, SourceRef

@@ -40,7 +40,7 @@ from eventsourcing.domain import Aggregate, event
 from adapters.settings import Settings
 from adapters.store.persistence import application_env
 from application.store import EventStore
-from benchmarks.throwaway_postgres import PostgresUnavailableError, throwaway_postgres
+from devkit.throwaway_postgres import PostgresUnavailableError, throwaway_postgres
 
 T = TypeVar("T")
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "core.json"

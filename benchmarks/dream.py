@@ -63,7 +63,7 @@ from benchmarks.dream_admissions import (
 from benchmarks.dream_lists import DEEP_PAGE, FILL_BATCH, Fill, ListMeasurement, benchmark_lists
 from benchmarks.dream_workload import FULL_SIZES, QUICK_SIZES, Sizes, idle_server
 from benchmarks.http import Measurement, summary
-from benchmarks.throwaway_postgres import PostgresUnavailableError
+from devkit.throwaway_postgres import PostgresUnavailableError
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "dream.json"
 ADMIT_TARGET_PER_S = 300.0

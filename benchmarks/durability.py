@@ -53,7 +53,7 @@ from benchmarks.durability_processes import (
     restart_postgres,
 )
 from benchmarks.durability_workload import Client, Verdict, check, setup_scope
-from benchmarks.throwaway_postgres import (
+from devkit.throwaway_postgres import (
     PostgresServer,
     PostgresUnavailableError,
     durable_database,

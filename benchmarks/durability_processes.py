@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.throwaway_postgres import (
+from devkit.throwaway_postgres import (
     PostgresServer,
     free_port,
     start_again,

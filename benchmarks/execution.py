@@ -73,7 +73,7 @@ from benchmarks.execution_workers import (
     instant_pool,
     worker_processes,
 )
-from benchmarks.throwaway_postgres import PostgresUnavailableError
+from devkit.throwaway_postgres import PostgresUnavailableError
 from projections.runs import RUNS
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "execution.json"

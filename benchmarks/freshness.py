@@ -44,7 +44,7 @@ from benchmarks.core import (
 )
 from benchmarks.core import say_unless_json as say_unless
 from benchmarks.http import REQUEST_TIMEOUT_S, Server, running_server
-from benchmarks.throwaway_postgres import PostgresUnavailableError
+from devkit.throwaway_postgres import PostgresUnavailableError
 from domain.dream_request import DreamOperation
 from domain.refs import ArtifactFamily
 

@@ -50,7 +50,7 @@ from benchmarks.core import (
     round_data,
     say_unless_json,
 )
-from benchmarks.throwaway_postgres import PostgresUnavailableError, free_port
+from devkit.throwaway_postgres import PostgresUnavailableError, free_port
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "http.json"
 HOST = "127.0.0.1"

@@ -46,7 +46,7 @@ from benchmarks.core import (
 )
 from benchmarks.core import say_unless_json as say_unless
 from benchmarks.http import REQUEST_TIMEOUT_S, Server, running_server
-from benchmarks.throwaway_postgres import PostgresUnavailableError
+from devkit.throwaway_postgres import PostgresUnavailableError
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "mcp.json"
 MS = 1000.0

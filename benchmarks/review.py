@@ -48,7 +48,7 @@ from benchmarks.core import (
     say_unless_json,
     table,
 )
-from benchmarks.throwaway_postgres import PostgresUnavailableError
+from devkit.throwaway_postgres import PostgresUnavailableError
 from domain.artifact import Artifact
 from domain.policy import LOCAL
 from domain.refs import ArtifactFamily, Lineage, MemoryCitation, SourceRef

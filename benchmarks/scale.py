@@ -80,7 +80,7 @@ from benchmarks.scale_report import (
     read_summary,
     tables,
 )
-from benchmarks.throwaway_postgres import (
+from devkit.throwaway_postgres import (
     PostgresServer,
     PostgresUnavailableError,
     throwaway_postgres,

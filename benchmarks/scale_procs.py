@@ -22,7 +22,7 @@ from benchmarks.http import (
     stop,
     wait_until_healthy,
 )
-from benchmarks.throwaway_postgres import free_port
+from devkit.throwaway_postgres import free_port
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 KIB_PER_MB = 1024.0

@@ -5,8 +5,9 @@ free loopback port and keeps its unix socket inside that dir, so nothing
 touches system paths. PostgreSQL refuses to run as root, so when we are
 root every server command runs as a dedicated unprivileged OS user.
 
-It lives in ``benchmarks`` because ``dream bench`` runs the installed benchmarks, which start
-these servers; the tests import it from here.
+Both the tests and the benchmarks start these servers, so the module lives in ``devkit``, a
+development package of its own beside both (the benchmarks do not depend on the tests); like
+them it runs from a source checkout and is not part of the wheel or the image.
 """
 
 from __future__ import annotations

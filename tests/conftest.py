@@ -21,7 +21,7 @@ from adapters.http.server import running_server
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
 from application.bootstrap import Dreaming
-from benchmarks.throwaway_postgres import (
+from devkit.throwaway_postgres import (
     PostgresServer,
     PostgresUnavailableError,
     start_postgres_server,

@@ -36,7 +36,7 @@ def test_every_import_contract_is_kept() -> None:
 def test_the_contracts_catch_an_inward_layer_importing_an_outer_one(tmp_path: Path) -> None:
     """The same contracts on a copy of the tree where the domain imports an adapter."""
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    for package in (*PRODUCTION, "benchmarks"):
+    for package in (*PRODUCTION, "benchmarks", "devkit"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "adapters" / "http.py").write_text("VALUE = 1\n")

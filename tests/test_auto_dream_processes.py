@@ -24,7 +24,7 @@ from adapters.cli.demo import TASKS
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
 from application.bootstrap import Dreaming
-from benchmarks.throwaway_postgres import PostgresServer
+from devkit.throwaway_postgres import PostgresServer
 from domain.auto_dream import AutoDream
 from domain.dream_run import RunStatus, RunTrigger
 from domain.policy import LOCAL

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.durability import CASES, QUICK, case_applies, fresh_store, run_case
-from benchmarks.throwaway_postgres import PostgresServer, stop_postgres_server
+from devkit.throwaway_postgres import PostgresServer, stop_postgres_server
 from tests.conftest import start_postgres_or_skip
 
 SEED = int(os.environ.get("DREAM_DURABILITY_SEED") or random.SystemRandom().randrange(10**6))

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from adapters.settings import Settings
-from benchmarks.throwaway_postgres import PostgresServer
+from devkit.throwaway_postgres import PostgresServer
 from tests.conftest import fresh_postgres_url
 from tests.serve_support import create_scope
 from tests.test_serve_processes import wait_for

@@ -19,7 +19,7 @@ from psycopg_pool import ConnectionPool
 from adapters.settings import Settings
 from adapters.store.persistence import open_store
 from adapters.store.pool_tuning import SuspectConnectionCheck
-from benchmarks.throwaway_postgres import PostgresServer
+from devkit.throwaway_postgres import PostgresServer
 from tests.conftest import fresh_postgres_url
 
 

@@ -6,7 +6,7 @@ import socket
 import psycopg
 import pytest
 
-from benchmarks.throwaway_postgres import (
+from devkit.throwaway_postgres import (
     PostgresServer,
     find_pg_bindir,
     stop_postgres_server,

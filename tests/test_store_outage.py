@@ -34,7 +34,7 @@ from adapters.store.persistence import open_dreaming
 from adapters.workers.pool import WorkerPool, when_store_answers
 from application.execution import DreamExecutor
 from application.store import StoreUnavailableError
-from benchmarks.throwaway_postgres import (
+from devkit.throwaway_postgres import (
     PostgresServer,
     durable_database,
     start_again,

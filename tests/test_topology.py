@@ -29,7 +29,7 @@ from adapters.settings import Settings
 from adapters.store.generation_slots import GENERATION, leased_slots
 from adapters.store.persistence import open_dreaming
 from application.bootstrap import Dreaming
-from benchmarks.throwaway_postgres import PostgresServer
+from devkit.throwaway_postgres import PostgresServer
 from domain.candidate import Candidate
 from domain.dream_queue import DreamQueue
 from domain.dream_run import DreamRun

@@ -22,7 +22,7 @@ from adapters.store import projection_runtime
 from adapters.store.projection_runtime import RunningProjection, start_projection
 from adapters.store.view_host import SqliteViewLease, advisory_key, view_lease
 from application.bootstrap import Dreaming
-from benchmarks.throwaway_postgres import PostgresServer
+from devkit.throwaway_postgres import PostgresServer
 from domain.dream_request import DreamRequest
 from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, SourceRef

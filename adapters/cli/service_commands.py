@@ -12,6 +12,7 @@ import threading
 import traceback
 from contextlib import ExitStack
 from functools import partial
+from pathlib import Path
 from types import FrameType
 
 from adapters.cli.options import Commands, add_store_options, settings_from
@@ -19,6 +20,7 @@ from adapters.cli.stopping import stop_on_signals
 from adapters.http.processes import RESTART_CAP_SECONDS, Supervisor, bind_listener, say
 from adapters.observability.logs import configure_logging
 from adapters.observability.sharing import share_metrics
+from adapters.observability.tracing import configure_tracing
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
 
@@ -67,9 +69,31 @@ def next_steps(settings: Settings, scope_id: str) -> str:
     ])
 
 
+# `dream bench` without the benchmarks (an installed wheel or image): 2 is argparse's usage error.
+BENCH_NEEDS_CHECKOUT = 3
+
+
+def source_checkout() -> Path | None:
+    """The source checkout this ``adapters`` package runs from (an editable install), or None
+    for an installed wheel: the benchmarks are a tool beside the product, not in its wheel."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "benchmarks" / "__init__.py").is_file():
+        return root
+    return None
+
+
 def _bench(args: argparse.Namespace) -> int:
     from importlib import import_module  # noqa: PLC0415 - benchmark code is only needed here
 
+    root = source_checkout()
+    if root is None:
+        print("dream bench: the benchmarks run from a source checkout (git clone, then "
+              "`make venv`); this installation of the package has none.", file=sys.stderr)
+        return BENCH_NEEDS_CHECKOUT
+    # The benchmarks, devkit and any Python process they start import from the checkout.
+    sys.path.insert(0, str(root))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
     suite = import_module(f"benchmarks.{args.suite}")
     code: int = suite.main(args.options)
     return code
@@ -80,6 +104,7 @@ def _observed(settings: Settings, role: str) -> None:
     First thing in a long-running command: the metrics library must not be loaded yet."""
     configure_logging(role, settings.log_format)
     share_metrics(settings)
+    configure_tracing(role)
 
 
 def _print_stacks(_signum: int = 0, _frame: FrameType | None = None) -> None:
