@@ -40,6 +40,7 @@ from tests.topology_support import (
 COMPOSE_TEXT = (ROOT / "compose.yaml").read_text()
 DOCKERFILE_TEXT = (ROOT / "Dockerfile").read_text()
 SETTING_NAME = re.compile(r"\bDREAM_[A-Z0-9_]+\b")
+PIN = r"(@sha256:[0-9a-f]{64})?"  # a base image's digest, once `make pin-images` has run
 SCOPES = [f"scope-{n}" for n in range(6)]
 RUNS = 30
 TERMINAL = ("succeeded", "failed")
@@ -86,7 +87,7 @@ def test_every_dream_variable_of_the_files_is_a_setting() -> None:
 def test_the_image_is_slim_runs_as_a_user_and_checks_its_health() -> None:
     instructions = dockerfile_instructions()
     keywords = dict(instructions)  # the last of each
-    assert keywords["FROM"] == "python:3.11-slim"
+    assert re.fullmatch(rf"python:3\.11-slim{PIN}", keywords["FROM"])  # `make pin-images`
     assert DOCKERFILE_TEXT.count("FROM python:3.11-slim") == DOCKERFILE_TEXT.count("FROM ")
     assert keywords["USER"].split(":")[0] not in ("root", "0")
     assert "useradd" in keywords["RUN"]
@@ -106,7 +107,7 @@ def test_the_image_is_slim_runs_as_a_user_and_checks_its_health() -> None:
 def test_compose_gives_the_topology_asked_for() -> None:
     services = COMPOSE["services"]
     postgres = services["postgres"]
-    assert postgres["image"] == "postgres:15"
+    assert re.fullmatch(rf"postgres:15{PIN}", postgres["image"])
     assert "pg_isready" in " ".join(postgres["healthcheck"]["test"])
     processes = dream_processes()
     roles = [process.role for process in processes]
