@@ -17,7 +17,7 @@ from application.auto_dreaming import AutoDreaming
 from application.dream_runs import DreamRuns
 from application.execution import DEFAULT_LEASE_SECONDS, DreamExecutor
 from application.generation import GeneratorLookup
-from application.ports import Clock, system_clock
+from application.ports import Clock, TraceContext, no_trace_context, system_clock
 from application.queries import ReadModelQueries
 from application.records import Records
 from application.review import Reviews
@@ -29,14 +29,15 @@ class Dreaming:
     """Artifact Dreaming, assembled. Every command and query takes its caller explicitly."""
 
     def __init__(self, env: EnvType | None = None, clock: Clock = system_clock,
-                 enforce_access: bool = True, dream_enabled: bool = True) -> None:
+                 enforce_access: bool = True, dream_enabled: bool = True,
+                 trace_context: TraceContext = no_trace_context) -> None:
         self.store = EventStore(env)
         self.policy = AccessPolicy(enforced=enforce_access)
         self.clock = clock
         self.gate = gate = ScopeGate(self.store, self.policy)
         self.access = Principals(self.store, self.policy, clock)
         self.records = Records(gate, clock)
-        self.runs = DreamRuns(gate, clock, dream_enabled)
+        self.runs = DreamRuns(gate, clock, dream_enabled, trace_context)
         self.review = Reviews(gate, self.records)
         self.audit = Audit(gate, self.records, self.runs, self.review)
         self.queries = ReadModelQueries(gate)

@@ -19,7 +19,7 @@ from application.credentials import Who, principal_of
 from application.evidence_reader import StoreEvidenceReader, addresses
 from application.grouped_admissions import Admitting, GroupedAdmissions
 from application.held_queues import HeldQueues
-from application.ports import Clock
+from application.ports import Clock, TraceContext, no_trace_context
 from application.retry import retry_on_write_conflict
 from application.store import Written
 from domain import run_lifecycle
@@ -73,8 +73,10 @@ class Admission:
 class DreamRuns:
     """Admitting Dream runs, reading them, and resolving a run's evidence for its worker."""
 
-    def __init__(self, gate: ScopeGate, clock: Clock, dream_enabled: bool = True) -> None:
+    def __init__(self, gate: ScopeGate, clock: Clock, dream_enabled: bool = True,
+                 trace_context: TraceContext = no_trace_context) -> None:
         self.gate = gate
+        self.trace_context = trace_context
         self.store = gate.store
         self.policy = gate.policy
         self.clock = clock
@@ -105,9 +107,11 @@ class DreamRuns:
             return Written(Admission(self.replay(existing, request), replayed=True), None)
         self.policy.check(caller, scope, Action.CONTRIBUTE)
         evidence = self.check_evidence(caller, scope, request, found)  # before the turn
+        trace = self.trace_context()  # this caller's, read here: another thread may commit
         run, position = self.grouped.admit(scope.scope_id, Admitting(
             run_key, evidence.read, caller,
-            lambda queue: self.admit_checked(caller, scope, queue, request, evidence)))
+            lambda queue: self.admit_checked(caller, scope, queue, request, evidence,
+                                             trace_parent=trace)))
         assert isinstance(run, DreamRun)
         return Written(Admission(run, replayed=False), position)
 
@@ -140,7 +144,8 @@ class DreamRuns:
 
     def admit_checked(self, caller: Caller, scope: Scope, queue: DreamQueue,
                       request: DreamRequest, evidence: CheckedEvidence,
-                      trigger: RunTrigger = RunTrigger.REQUEST) -> DreamRun:
+                      trigger: RunTrigger = RunTrigger.REQUEST,
+                      trace_parent: str | None = None) -> DreamRun:
         """Count a run whose evidence was checked in ``queue`` (``capacity_exceeded`` when
         full); the commit's read set makes the check hold at the commit."""
         return run_lifecycle.admit(
@@ -149,7 +154,7 @@ class DreamRuns:
             idempotency_key=request.idempotency_key, request=request.to_dict(),
             request_digest=request.digest, budget=evidence.budget,
             prompt_version=PROMPT_VERSION, now=self.clock(), max_pending=max_pending(scope),
-            trigger=trigger)
+            trigger=trigger, trace_parent=trace_parent)
 
     def get_dream(self, who: Who, scope_id: str, run_id: str) -> DreamRun:
         run_key = dream_run_aggregate_id(scope_id, run_id)

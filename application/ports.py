@@ -11,6 +11,13 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 Clock = Callable[[], datetime]
+# The caller's trace context as a W3C ``traceparent``, or None (tracing off): stored with an
+# admitted run, so the process that executes it continues the trace.
+TraceContext = Callable[[], str | None]
+
+
+def no_trace_context() -> str | None:
+    return None
 # Each aggregate's stored events and the position of its last one (None: it has no events).
 EventsOfMany = Mapping[UUID, tuple[Sequence[StoredEvent], int | None]]
 

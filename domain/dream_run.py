@@ -134,6 +134,9 @@ class DreamRun(Aggregate):
         prompt_version: str
         accepted_at: datetime
         trigger: str = RunTrigger.REQUEST.value  # absent from runs admitted before triggers
+        # The admitting request's W3C trace context, so the worker that executes the run
+        # continues its trace (None when tracing is off, and in runs admitted before).
+        trace_parent: str | None = None
 
     class AttemptStarted(Aggregate.Event):
         attempt: int
@@ -184,7 +187,8 @@ class DreamRun(Aggregate):
     def accept(cls, scope_id: str, run_id: str, operation: str, requester: str,
                idempotency_key: str, request: Mapping[str, Any], request_digest: str,
                budget: Mapping[str, int], prompt_version: str, accepted_at: datetime,
-               trigger: str = RunTrigger.REQUEST) -> DreamRun:
+               trigger: str = RunTrigger.REQUEST,
+               trace_parent: str | None = None) -> DreamRun:
         """A queued run; ``requester`` is the principal whose rights the run always uses."""
         if operation not in OPERATIONS:
             raise InvalidRequestError(f"unknown operation {operation!r}", field="operation")
@@ -195,14 +199,16 @@ class DreamRun(Aggregate):
                    idempotency_key=idempotency_key,
                    request=dict(request), request_digest=request_digest, budget=dict(budget),
                    prompt_version=prompt_version, accepted_at=accepted_at,
-                   trigger=RunTrigger(trigger).value)
+                   trigger=RunTrigger(trigger).value, trace_parent=trace_parent)
 
     @event(Accepted)
     def __init__(self, scope_id: str, run_id: str, operation: str, requester: str,
                  principal_key: str, idempotency_key: str, request: dict[str, Any],
                  request_digest: str, budget: dict[str, int], prompt_version: str,
-                 accepted_at: datetime, trigger: str = RunTrigger.REQUEST.value) -> None:
+                 accepted_at: datetime, trigger: str = RunTrigger.REQUEST.value,
+                 trace_parent: str | None = None) -> None:
         self.scope_id = scope_id
+        self.trace_parent = trace_parent
         self.run_id = run_id
         self.operation = DreamOperation(operation)
         self.requester = requester

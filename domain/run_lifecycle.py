@@ -18,11 +18,13 @@ from domain.dream_run import DreamRun, RunOutcome, RunTrigger
 def admit(queue: DreamQueue, *, run_id: str, operation: str, requester: str,
           idempotency_key: str, request: Mapping[str, Any], request_digest: str,
           budget: Mapping[str, int], prompt_version: str, now: datetime,
-          max_pending: int, trigger: str = RunTrigger.REQUEST) -> DreamRun:
+          max_pending: int, trigger: str = RunTrigger.REQUEST,
+          trace_parent: str | None = None) -> DreamRun:
     """A queued run, counted against the scope's capacity (``capacity_exceeded`` when full)."""
     queue.admit(run_id, operation, max_pending)
     return DreamRun.accept(queue.scope_id, run_id, operation, requester, idempotency_key,
-                           request, request_digest, budget, prompt_version, now, trigger)
+                           request, request_digest, budget, prompt_version, now, trigger,
+                           trace_parent)
 
 
 def claim(run: DreamRun, queue: DreamQueue, now: datetime, model_config_id: str,

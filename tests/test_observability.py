@@ -9,6 +9,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -271,3 +272,66 @@ def test_store_commits_are_counted_by_outcome_on_each_store(app: Dreaming) -> No
     fresh.change_settings({"max_items": 7})
     app.store.commit(fresh)
     assert commits("ok") == ok + 1
+
+
+# -- traces -------------------------------------------------------------------------------------
+
+def spans_in(output: str) -> list[dict[str, Any]]:
+    """The spans the console exporter wrote among a process's output lines."""
+    decoder, spans, at = json.JSONDecoder(), [], 0
+    while (start := output.find('{\n    "name"', at)) != -1:
+        found, at = decoder.raw_decode(output, start)
+        spans.append(found)
+    return spans
+
+
+def test_a_run_is_one_trace_from_admission_to_the_worker_in_another_process(
+        tmp_path: Path) -> None:
+    store = Store(tmp_path / "data")
+    tracing = {"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "dream-test"}
+    serve = Service("serve", store, tmp_path / "serve.log",
+                    extra_env={"DREAM_WORKERS": "0", **tracing})
+    worker = Service("worker", store, tmp_path / "worker.log", extra_env=tracing)
+    try:
+        serve.start()
+        worker.start()
+        with httpx.Client(base_url=serve.base_url) as http:
+            run = record_and_dream(http, "team")
+            assert finished(http, "team", run["run_id"])["outcome"] == "proposed"
+    finally:
+        for process in (worker, serve):  # stopping flushes each process's last spans
+            process.stop()
+            process.ensure_stopped()
+    api_spans, worker_spans = spans_in(serve.output()), spans_in(worker.output())
+
+    (admission,) = [s for s in api_spans if s["name"] == "POST /v1/scopes/{scope_id}/dream"
+                    and s["kind"] == "SpanKind.SERVER"]
+    (attempt,) = [s for s in worker_spans if s["name"] == "dream.run.attempt"]
+    trace_id = admission["context"]["trace_id"]
+    # The worker, another process, continued the admission's trace ...
+    assert attempt["context"]["trace_id"] == trace_id
+    assert attempt["parent_id"] in {s["context"]["span_id"] for s in api_spans}
+    assert attempt["attributes"]["dream.run_id"] == run["run_id"]
+    # ... and each phase of the attempt is a span under it, the model call included.
+    phases = {s["name"]: s for s in worker_spans if s["parent_id"] == attempt["context"][
+        "span_id"]}
+    assert {"dream.evidence", "dream.model_call", "dream.commit"} <= phases.keys()
+    assert all(s["context"]["trace_id"] == trace_id for s in phases.values())
+    # The store's statements are traced too (psycopg on PostgreSQL; nothing on SQLite), and
+    # every span names the service and the process role.
+    assert {s["resource"]["attributes"]["process.role"] for s in api_spans} == {"api"}
+    assert {s["resource"]["attributes"]["service.name"] for s in worker_spans} == {"dream-test"}
+
+
+def test_tracing_is_off_unless_the_environment_asks(tmp_path: Path) -> None:
+    serve = Service("serve", Store(tmp_path / "data"), tmp_path / "serve.log")
+    try:
+        serve.start()
+        with httpx.Client(base_url=serve.base_url) as http:
+            run = record_and_dream(http, "team")
+            finished(http, "team", run["run_id"])
+    finally:
+        serve.stop()
+        serve.ensure_stopped()
+    assert spans_in(serve.output()) == []
+    assert "opentelemetry" not in serve.output()

@@ -22,6 +22,7 @@ from adapters.http.token_routes import tokens_router
 from adapters.mcp.http import PATH as MCP_PATH
 from adapters.mcp.http import McpEndpoint
 from adapters.observability.http import ObserveRequests
+from adapters.observability.tracing import flush_tracing, instrument_app
 from adapters.settings import Settings
 from adapters.store.foreground import Foreground
 from adapters.store.projection_runtime import RunningProjection, start_projection
@@ -108,6 +109,7 @@ def create_app(dreaming: Dreaming, settings: Settings,
             api.state.read_models, api.state.workers = parts.read_models, parts.workers
             async with mcp.run():  # the MCP sessions end first, then the parts stop
                 yield
+        flush_tracing()  # the spans of the last requests and runs
 
     api = FastAPI(title="Artifact Dreaming", version=version("artifact-dreaming"),
                   description=DESCRIPTION, lifespan=lifespan)
@@ -125,4 +127,5 @@ def create_app(dreaming: Dreaming, settings: Settings,
     if settings.review_page:
         api.include_router(review_page_router())
     api.add_middleware(ObserveRequests, routes=api.router.routes)  # outermost: sees every answer
+    instrument_app(api)  # with tracing on, a server span for every request
     return api

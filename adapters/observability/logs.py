@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime
 
 from adapters.observability import context
+from adapters.observability.tracing import current_trace_id
 
 # The loggers an operator reads at INFO: which process hosts which read model, and each request.
 INFO_LOGGERS = ("adapters.store.projection_runtime", "uvicorn.error", "uvicorn.access")
@@ -28,6 +29,7 @@ class WithContext(logging.Filter):
         record.request_id = context.request_id.get()
         record.scope = context.scope_id.get()
         record.run_id = context.run_id.get()
+        record.trace_id = current_trace_id()
         return True
 
 
@@ -42,6 +44,7 @@ class JsonLines(logging.Formatter):
             "pid": record.process,
             "logger": record.name,
             "request_id": getattr(record, "request_id", None),
+            "trace_id": getattr(record, "trace_id", None),
             "scope": getattr(record, "scope", None),
             "run_id": getattr(record, "run_id", None),
             "message": record.getMessage(),

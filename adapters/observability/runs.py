@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 from adapters.observability.metrics import (
     MODEL_CALLS,
@@ -13,6 +15,7 @@ from adapters.observability.metrics import (
     RUN_PHASE_SECONDS,
     timed,
 )
+from adapters.observability.tracing import span
 from application.generation import (
     GenerationFailedError,
     GenerationInput,
@@ -25,11 +28,19 @@ from application.generation import (
 QUEUE_WAIT = "queue_wait"
 
 
+@contextmanager
+def _both(first: AbstractContextManager[Any], second: AbstractContextManager[Any]
+          ) -> Iterator[None]:
+    with first, second:
+        yield
+
+
 class RunMetrics:
     """The executor's :class:`~application.ports.ExecutionObserver`, written as metrics."""
 
     def phase(self, name: str, operation: str, trigger: str) -> AbstractContextManager[None]:
-        return timed(RUN_PHASE_SECONDS, name, operation, trigger)
+        return _both(timed(RUN_PHASE_SECONDS, name, operation, trigger),
+                     span(f"dream.{name}", {"dream.operation": operation}))
 
     def waited(self, seconds: float, operation: str, trigger: str) -> None:
         RUN_PHASE_SECONDS.labels(QUEUE_WAIT, operation, trigger).observe(max(0.0, seconds))

@@ -35,6 +35,7 @@ from eventsourcing.utils import Environment, EnvType
 from psycopg.sql import SQL, Identifier
 
 from adapters.observability.store_metrics import counted_commit
+from adapters.observability.tracing import current_traceparent
 from adapters.settings import Settings
 from adapters.store.file_turns import FileTurns
 from adapters.store.local_disk import require_local_disk
@@ -495,4 +496,5 @@ def open_dreaming(settings: Settings | None = None) -> Dreaming:
     """The assembled application configured from settings."""
     settings = settings or Settings()
     return Dreaming(env=application_env(settings),
-                    enforce_access=settings.access == "enforced")
+                    enforce_access=settings.access == "enforced",
+                    trace_context=current_traceparent)

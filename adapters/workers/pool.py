@@ -32,6 +32,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from adapters.generators.factory import GeneratorRegistry, generator_from
 from adapters.observability.context import working_on
 from adapters.observability.runs import RunMetrics, TimedGenerator
+from adapters.observability.tracing import continued
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
 from adapters.store.generation_slots import (
@@ -258,7 +259,11 @@ class WorkerPool:
                     with self._lock:
                         self._refused[run_id] = time.monotonic()
                 else:
-                    self._execute(attempt, kept)
+                    with continued("dream.run.attempt", attempt.run.trace_parent, {
+                            "dream.run_id": run_id, "dream.attempt": attempt.number,
+                            "dream.operation": attempt.run.operation,
+                            "dream.trigger": attempt.run.trigger}):
+                        self._execute(attempt, kept)
         except OUTAGE_ERRORS as error:
             # Whether the claim landed is unknown; if it did, the run is recovered after its
             # lease, otherwise it is still queued and offered again.
