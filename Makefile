@@ -61,6 +61,7 @@ bench: $(RUNTIME)
 	$(BIN)/dream bench mcp
 	$(BIN)/dream bench scale
 	$(BIN)/dream bench durability
+	$(BIN)/dream bench observability
 
 # The history checker's long run: every fault case on both stores (docs/durability.md).
 durability: $(RUNTIME)

@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field(default="text", description=(
         "text: lines for a person at a terminal; json: one object a line (time, level, role, "
         "pid, logger, request_id, scope, run_id, message) for a log pipeline."))
+    metrics: bool = Field(default=True, description=(
+        "Count and time requests, runs, model calls and commits for /metrics; false leaves "
+        "only the gauges read at each scrape (for an A/B of their cost)."))
     metrics_dir: Path | None = Field(default=None, description=(
         "Where the processes of one host share their metric values, so one scrape of "
         "/metrics counts them all (serve, its --processes, workers, projection hosts). "

@@ -129,14 +129,16 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def running_server(settings: Settings, *, workers: int | None = None,
-                   worker_processes: int = 0, view_host: bool = False) -> Iterator[Server]:
+                   worker_processes: int = 0, view_host: bool = False,
+                   extra_env: Mapping[str, str] | None = None) -> Iterator[Server]:
     """``dream serve`` in a child process on a free port (``workers``: its DREAM_WORKERS, else
     the default), beside ``worker_processes`` ``dream worker`` processes; with ``view_host``
     the read models are hosted by a ``dream project`` process and the API only follows them.
-    Output goes to temp logs."""
+    ``extra_env`` reaches the API process only. Output goes to temp logs."""
     port = free_port()
     base_url = f"http://{HOST}:{port}"
-    env = {**os.environ, **({} if workers is None else {"DREAM_WORKERS": str(workers)})}
+    env = {**os.environ, **({} if workers is None else {"DREAM_WORKERS": str(workers)}),
+           **(extra_env or {})}
     with tempfile.TemporaryDirectory(prefix="bench-http-log-") as log_dir, ExitStack() as stack:
         log = Path(log_dir) / "server.log"
         sink = stack.enter_context(log.open("wb"))

@@ -335,3 +335,22 @@ def test_tracing_is_off_unless_the_environment_asks(tmp_path: Path) -> None:
         serve.ensure_stopped()
     assert spans_in(serve.output()) == []
     assert "opentelemetry" not in serve.output()
+
+
+def test_with_metrics_off_nothing_is_counted_and_the_gauges_stay(tmp_path: Path) -> None:
+    serve = Service("serve", Store(tmp_path / "data"), tmp_path / "serve.log",
+                    extra_env={"DREAM_METRICS": "false"})
+    try:
+        serve.start()
+        with httpx.Client(base_url=serve.base_url) as http:
+            finished(http, "team", record_and_dream(http, "team")["run_id"])
+            assert http.get("/v1/scopes/nowhere").status_code == 404
+            metrics = scrape(serve.base_url)
+    finally:
+        serve.stop()
+        serve.ensure_stopped()
+    assert sample(metrics, "dream_store_position") > 0
+    for counted in ("dream_http_requests_total", "dream_errors_total",
+                    "dream_store_commits_total", "dream_run_attempts_ended_total",
+                    "dream_model_calls_total", "dream_read_model_events_applied_total"):
+        assert f"\n{counted}{{" not in metrics, counted

@@ -126,6 +126,7 @@ def create_app(dreaming: Dreaming, settings: Settings,
     api.router.routes.append(Route(MCP_PATH, mcp.app, include_in_schema=False))
     if settings.review_page:
         api.include_router(review_page_router())
-    api.add_middleware(ObserveRequests, routes=api.router.routes)  # outermost: sees every answer
+    if settings.metrics:
+        api.add_middleware(ObserveRequests, routes=api.router.routes)  # outermost: sees all
     instrument_app(api)  # with tracing on, a server span for every request
     return api

@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from adapters.observability.metrics import ERRORS
+from adapters.observability.sharing import metrics_recorded
 from adapters.store.projection_runtime import ProjectionStoppedError, ProjectionUnavailableError
 from application.store import OUTAGE_ERRORS
 from domain.errors import DomainError
@@ -61,7 +62,8 @@ def status_for(code: str) -> int:
 def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
     """The one place every error answer is built (see ``error_body``)."""
-    ERRORS.labels(code, "http").inc()
+    if metrics_recorded():
+        ERRORS.labels(code, "http").inc()
     return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
 

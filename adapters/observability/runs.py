@@ -35,12 +35,26 @@ def _both(first: AbstractContextManager[Any], second: AbstractContextManager[Any
         yield
 
 
-class RunMetrics:
-    """The executor's :class:`~application.ports.ExecutionObserver`, written as metrics."""
+class Traced:
+    """The executor's :class:`~application.ports.ExecutionObserver` with metrics off: each
+    phase a span (when tracing is on), nothing counted."""
+
+    def phase(self, name: str, operation: str, trigger: str) -> AbstractContextManager[None]:
+        return span(f"dream.{name}", {"dream.operation": operation})
+
+    def waited(self, seconds: float, operation: str, trigger: str) -> None:
+        pass
+
+    def ended(self, operation: str, trigger: str, status: str, outcome: str) -> None:
+        pass
+
+
+class RunMetrics(Traced):
+    """The executor's observer with metrics on: each phase also timed, each end counted."""
 
     def phase(self, name: str, operation: str, trigger: str) -> AbstractContextManager[None]:
         return _both(timed(RUN_PHASE_SECONDS, name, operation, trigger),
-                     span(f"dream.{name}", {"dream.operation": operation}))
+                     super().phase(name, operation, trigger))
 
     def waited(self, seconds: float, operation: str, trigger: str) -> None:
         RUN_PHASE_SECONDS.labels(QUEUE_WAIT, operation, trigger).observe(max(0.0, seconds))

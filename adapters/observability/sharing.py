@@ -14,10 +14,19 @@ from adapters.settings import Settings
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
+_recording = True  # DREAM_METRICS of the command that started this process
+
+
+def metrics_recorded() -> bool:
+    """Whether this process counts and times what it does (``DREAM_METRICS``)."""
+    return _recording
+
 
 def share_metrics(settings: Settings) -> None:
     """Point this process (and the processes it starts) at the host's shared metrics
     directory, unless the environment already names one."""
+    global _recording  # noqa: PLW0603 - one setting for the process, fixed at its start
+    _recording = settings.metrics
     if MULTIPROC_ENV in os.environ:
         return
     if "prometheus_client" in sys.modules:

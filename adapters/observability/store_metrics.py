@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError
 
+from adapters.observability.sharing import metrics_recorded
 from application.ports import ReadSetChangedError
 
 
@@ -33,6 +34,9 @@ def counted_commit(store: str) -> Iterator[None]:
         STORE_COMMITS,
     )
 
+    if not metrics_recorded():
+        yield
+        return
     started, failure = time.perf_counter(), None
     try:
         yield
@@ -48,4 +52,5 @@ def events_applied(view: str, count: int) -> None:
     """A view applied ``count`` events: its rate is the view's catch-up rate."""
     from adapters.observability.metrics import VIEW_EVENTS_APPLIED  # noqa: PLC0415
 
-    VIEW_EVENTS_APPLIED.labels(view).inc(count)
+    if metrics_recorded():
+        VIEW_EVENTS_APPLIED.labels(view).inc(count)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.observability.metrics import AUTO_DECISIONS
+from adapters.observability.sharing import metrics_recorded
 from adapters.store.backoff import Backoff
 from adapters.store.notifications import Hints, Stoppable
 from application.auto_dreaming import Tick
@@ -147,7 +148,7 @@ class AutoScheduler:
 
 def _count_decision(tick: Tick | None) -> None:
     """What the check of one scope decided, by the gate that decided it."""
-    if tick is None:  # refused before a check (logged by _quietly)
+    if tick is None or not metrics_recorded():  # refused before a check (logged)
         return
     if tick.admitted:
         AUTO_DECISIONS.labels("admitted", "").inc()

@@ -31,7 +31,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 
 from adapters.generators.factory import GeneratorRegistry, generator_from
 from adapters.observability.context import working_on
-from adapters.observability.runs import RunMetrics, TimedGenerator
+from adapters.observability.runs import RunMetrics, TimedGenerator, Traced
 from adapters.observability.tracing import continued
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
@@ -87,8 +87,12 @@ def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox,
     deployment's generation cap, with the automatic-dreaming scheduler (not started). The
     scheduler reads ``views`` (this process's running ones, whose host wakes it: see
     ``adapters.http.app``), or opens its own and listens for their host's batches."""
-    registry = GeneratorRegistry(TimedGenerator(generator_from(settings), settings.generator))
-    executor = app.executor(registry, settings.lease_seconds, observer=RunMetrics())
+    generator = generator_from(settings)
+    if settings.metrics:
+        generator = TimedGenerator(generator, settings.generator)
+    registry = GeneratorRegistry(generator)
+    executor = app.executor(registry, settings.lease_seconds,
+                            observer=RunMetrics() if settings.metrics else Traced())
     scheduler = AutoScheduler(
         app, views or (lambda: (open_view(AUTO_RECORDS, settings), open_view(RUNS, settings))),
         settings.auto_max_concurrent, owns_views=views is None,
