@@ -1,0 +1,159 @@
+"""Online backup and restore of the embedded store, with SQLite's backup API.
+
+A backup is a directory: ``events.backup``, a copy of the event store taken in one read
+transaction (so it holds every command committed before the copy began and no part of one
+committed after), and ``manifest.json`` naming what it holds and the copy's sha256. The read
+models are not copied: a view file is a cache of the events, and one copied a moment apart from
+them could be ahead of the copy. A restored store rebuilds them at its first start.
+
+The live store is only ever opened by SQLite (ADR-0026): the copy is read through a SQLite
+connection, and a restore builds its file under a scratch name and links it into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from adapters.settings import Settings
+from adapters.store.local_disk import require_local_disk
+from adapters.store.persistence import PRIVATE_FILE_MODE, private_dir
+from domain.errors import DomainError
+
+EVENTS_FILE = "events.sqlite3"
+# Not named like a store file: no process ever opens it as a live store, so hashing it
+# with a plain file read is safe.
+BACKUP_FILE = "events.backup"
+MANIFEST_FILE = "manifest.json"
+FORMAT = "artifact-dreaming.backup.v1"
+BACKUP_BUSY_TIMEOUT_SECONDS = 30.0
+HASH_CHUNK = 1 << 20
+
+
+class BackupRefusedError(DomainError):
+    code = "backup_refused"
+
+
+class BackupInvalidError(DomainError):
+    code = "backup_invalid"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    format: str
+    taken_at: str
+    source: str
+    events: int
+    last_position: int
+    sha256: str
+
+
+def backup(settings: Settings, target: Path) -> Manifest:
+    """Copy the embedded store of ``settings`` into the new directory ``target``."""
+    if settings.uses_postgres:
+        raise BackupRefusedError("dream backup copies the embedded store; back up PostgreSQL "
+                                 "with pg_dump or continuous archiving (docs/backup.md)")
+    source = settings.data_dir / EVENTS_FILE
+    require_local_disk(settings.data_dir)
+    if not source.is_file():
+        raise BackupRefusedError(f"no store to back up at {source}", data_dir=str(source.parent))
+    if target.exists():
+        raise BackupRefusedError(f"{target} exists; a backup goes into a new directory",
+                                 target=str(target))
+    private_dir(target)
+    copy = target / BACKUP_FILE
+    _copy_database(source, copy)
+    manifest = Manifest(FORMAT, datetime.now(tz=UTC).isoformat(), str(source.resolve()),
+                        *_counts(copy), sha256=_digest(copy))
+    _write_private(target / MANIFEST_FILE, json.dumps(asdict(manifest), indent=2) + "\n")
+    return manifest
+
+
+def restore(source: Path, settings: Settings) -> Manifest:
+    """Bring the backup in ``source`` back as the embedded store of ``settings``, which must
+    not hold one yet; the read models rebuild when a process next opens the store."""
+    if settings.uses_postgres:
+        raise BackupRefusedError("dream restore brings back the embedded store; restore "
+                                 "PostgreSQL with pg_restore (docs/backup.md)")
+    manifest = verified(source)
+    require_local_disk(settings.data_dir)
+    live = private_dir(settings.data_dir) / EVENTS_FILE
+    if live.exists():
+        raise BackupRefusedError(f"{live} exists; restore into an empty data directory",
+                                 data_dir=str(settings.data_dir))
+    scratch = live.with_name(f".{live.stem}.{os.getpid()}.restoring")
+    try:
+        _copy_database(source / BACKUP_FILE, scratch)
+        os.chmod(scratch, PRIVATE_FILE_MODE)
+        os.link(scratch, live)  # fails, replacing nothing, if a store appeared meanwhile
+    except FileExistsError:
+        raise BackupRefusedError(f"{live} appeared during the restore; nothing was replaced",
+                                 data_dir=str(settings.data_dir)) from None
+    finally:
+        scratch.unlink(missing_ok=True)
+    return manifest
+
+
+def verified(source: Path) -> Manifest:
+    """The manifest of the backup in ``source``, once its copy is whole and unchanged."""
+    try:
+        manifest = Manifest(**json.loads((source / MANIFEST_FILE).read_text()))
+    except (OSError, ValueError, TypeError) as error:
+        raise BackupInvalidError(f"{source} holds no readable backup manifest: {error}",
+                                 backup=str(source)) from None
+    copy = source / BACKUP_FILE
+    if manifest.format != FORMAT:
+        raise BackupInvalidError(f"unknown backup format {manifest.format!r}",
+                                 backup=str(source))
+    if not copy.is_file() or _digest(copy) != manifest.sha256:
+        raise BackupInvalidError(f"the backup's {BACKUP_FILE} is missing or changed since it "
+                                 "was taken (its sha256 differs)", backup=str(source))
+    return manifest
+
+
+def _copy_database(source: Path, target: Path) -> None:
+    """One consistent copy: the backup API copies every page in one step, inside one read
+    transaction, so writers committing meanwhile are neither blocked for long nor half-seen."""
+    reader = sqlite3.connect(source, timeout=BACKUP_BUSY_TIMEOUT_SECONDS)
+    try:
+        writer = sqlite3.connect(target)
+        try:
+            reader.backup(writer)
+            checked = writer.execute("PRAGMA integrity_check").fetchone()[0]
+            if checked != "ok":
+                raise BackupInvalidError(f"the copy failed its integrity check: {checked}")
+            writer.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+        finally:
+            writer.close()
+    finally:
+        reader.close()
+
+
+def _counts(copy: Path) -> tuple[int, int]:
+    """The copy's event count and last position."""
+    connection = sqlite3.connect(f"file:{copy}?mode=ro", uri=True)
+    try:
+        count, last = connection.execute(
+            "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM stored_events").fetchone()
+    finally:
+        connection.close()
+    return int(count), int(last)
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as copy:  # a backup's own file, never the live store
+        while chunk := copy.read(HASH_CHUNK):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def _write_private(path: Path, text: str) -> None:
+    descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE_MODE)
+    with os.fdopen(descriptor, "w") as manifest:
+        manifest.write(text)
