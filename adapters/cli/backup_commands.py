@@ -1,4 +1,4 @@
-"""``dream backup`` and ``dream restore``: the embedded store, copied online and brought back."""
+"""``dream backup``, ``dream restore`` and ``dream migrate``: copies of a deployment's store."""
 
 from __future__ import annotations
 
@@ -37,6 +37,11 @@ def _restore(args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: Commands) -> None:
+    _add_backup_commands(commands)
+    add_migrate_command(commands)
+
+
+def _add_backup_commands(commands: Commands) -> None:
     backup = commands.add_parser(
         "backup", help="copy the embedded store while it runs",
         description="Copy the embedded store's events into a new directory, online: the copy "
@@ -58,3 +63,51 @@ def add_commands(commands: Commands) -> None:
                          help="a directory `dream backup` wrote")
     restore.add_argument("--json", action="store_true", help="print the manifest as JSON")
     restore.set_defaults(handler=_restore)
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from adapters.store.migration import migrate  # noqa: PLC0415
+
+    source = settings_from(args)
+    target = source.model_copy(update={
+        "database_url": args.to_database_url,
+        "data_dir": Path(args.to_data_dir) if args.to_data_dir else source.data_dir})
+    def say(text: str) -> None:
+        if not args.json:
+            print(text, flush=True)
+
+    report = migrate(source, target, lambda done, total: say(f"  {done:,} of {total:,} events"))
+    if args.json:
+        print(json.dumps({"equal": report.equal, "events": report.events,
+                          "already_there": report.already_there, "copied": report.copied,
+                          "source_chain": report.source_chain,
+                          "target_chain": report.target_chain,
+                          "read_models": {c.projection: c.equal for c in report.read_models}},
+                         indent=2))
+    else:
+        chains = "equal" if report.source_chain == report.target_chain else "DIFFERENT"
+        say(f"{report.events:,} events: {report.already_there:,} were there, "
+            f"{report.copied:,} copied; chains {chains} ({report.target_chain[:16]}…); "
+            "read models "
+            + ", ".join(f"{c.projection} {'equal' if c.equal else 'DIFFERENT'}"
+                        for c in report.read_models))
+    return 0 if report.equal else 1
+
+
+def add_migrate_command(commands: Commands) -> None:
+    migrate = commands.add_parser(
+        "migrate", help="move the events to another store (SQLite to PostgreSQL, and back)",
+        description="Copy every event, in store order and byte for byte, into another store, "
+                    "then rebuild its read models and verify them against a replay. Run it "
+                    "again to resume an interrupted migration or to copy what the source "
+                    "recorded since: the target must hold a prefix of the source. Exit 1 if "
+                    "the hash chains or any read model differ.")
+    add_store_options(migrate)
+    target = migrate.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-database-url", metavar="URL",
+                        help="the PostgreSQL store to migrate into (a password in it is visible "
+                             "to local users in the process list; prefer a ~/.pgpass entry)")
+    target.add_argument("--to-data-dir", metavar="DIR",
+                        help="the embedded store to migrate into")
+    migrate.add_argument("--json", action="store_true", help="print the report as JSON")
+    migrate.set_defaults(handler=_migrate)

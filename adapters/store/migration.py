@@ -1,0 +1,159 @@
+"""Moving a deployment's events from one store to another (SQLite to PostgreSQL, and back).
+
+The events are copied in store order, byte for byte (each one's aggregate, version, topic and
+stored state), in batches of one transaction each. A hash chain over those four fields in order
+proves the copy: both stores must end with the same chain. A migration that stopped part way is
+resumed by running it again: the target must hold a prefix of the source (checked event by
+event), and the rest is appended. The read models are rebuilt on the target and verified
+against a replay of its events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, closing
+from dataclasses import dataclass, field
+
+from eventsourcing.persistence import Notification, StoredEvent
+
+from adapters.settings import Settings
+from adapters.store.persistence import open_store
+from adapters.store.projection_runtime import start_projection
+from adapters.store.replay_verification import ProjectionComparison, verify
+from adapters.store.view_host import view_lease
+from application.store import EventStore
+from domain.errors import DomainError
+from projections.catalog import READ_MODELS
+
+BATCH = 500
+CATCH_UP_SECONDS = 600.0  # a large store's read models take a while to build
+Progress = Callable[[int, int], None]  # events copied so far, events in the source
+
+
+class MigrationRefusedError(DomainError):
+    code = "migration_refused"
+
+
+class MigrationConflictError(DomainError):
+    code = "migration_conflict"
+
+
+class EventChain:
+    """sha256 over every event's identity and stored state, in store order."""
+
+    def __init__(self) -> None:
+        self.digest = hashlib.sha256(b"artifact-dreaming.events.v1").hexdigest()
+        self.events = 0
+
+    def add(self, event: Notification | StoredEvent) -> None:
+        link = hashlib.sha256()
+        for part in (self.digest.encode(), str(event.originator_id).encode(),
+                     str(event.originator_version).encode(), event.topic.encode(),
+                     event.state):
+            link.update(len(part).to_bytes(8, "big"))  # lengths keep the parts apart
+            link.update(part)
+        self.digest = link.hexdigest()
+        self.events += 1
+
+
+@dataclass
+class MigrationReport:
+    events: int = 0
+    already_there: int = 0
+    copied: int = 0
+    source_chain: str = ""
+    target_chain: str = ""
+    read_models: list[ProjectionComparison] = field(default_factory=list)
+
+    @property
+    def equal(self) -> bool:
+        return (self.source_chain == self.target_chain
+                and all(comparison.equal for comparison in self.read_models))
+
+
+def events_of(store: EventStore, after: int = 0) -> Iterator[Notification]:
+    """Every event after position ``after``, in store order, read a batch at a time."""
+    while batch := store.recorder.select_notifications(after + 1, BATCH):
+        yield from batch
+        after = batch[-1].id
+
+
+def migrate(source: Settings, target: Settings,
+            progress: Progress | None = None) -> MigrationReport:
+    """Copy what the target lacks of the source's events, verify both chains, then rebuild
+    and verify the target's read models."""
+    if source.uses_postgres == target.uses_postgres and (
+            source.database_url == target.database_url
+            and source.data_dir.resolve() == target.data_dir.resolve()):
+        raise MigrationRefusedError("the source and the target are the same store")
+    report = MigrationReport()
+    with closing(open_store(source)) as from_store, closing(open_store(target)) as to_store:
+        total = from_store.max_position()
+        source_chain, target_chain = EventChain(), EventChain()
+        pending = _after_common_prefix(events_of(from_store), events_of(to_store),
+                                       source_chain, target_chain)
+        report.already_there = target_chain.events
+        for batch in _batches(pending):
+            to_store.recorder.insert_events([stored_event(event) for event in batch])
+            for event in batch:
+                source_chain.add(event)
+                target_chain.add(event)
+            if progress is not None:
+                progress(target_chain.events, total)
+        report.events, report.copied = source_chain.events, (target_chain.events
+                                                              - report.already_there)
+        report.source_chain, report.target_chain = source_chain.digest, target_chain.digest
+    build_read_models(target)
+    report.read_models = verify(target, READ_MODELS)  # each one against a replay of the events
+    return report
+
+
+def build_read_models(settings: Settings) -> None:
+    """Bring every read model of the store up to its last event, as their host would (taking
+    each view's host lease, so a running service's hosts are followed, not raced)."""
+    with ExitStack() as stack:
+        running = [stack.enter_context(start_projection(
+            spec, settings, lease=view_lease(settings, spec.name))) for spec in READ_MODELS]
+        for projection in running:
+            projection.catch_up(CATCH_UP_SECONDS)
+
+
+def _after_common_prefix(source: Iterator[Notification], target: Iterator[Notification],
+                         source_chain: EventChain, target_chain: EventChain
+                         ) -> Iterator[Notification]:
+    """Walk both stores side by side over what the target already holds; each pair must be
+    the same event. The source's events after that prefix, still to copy."""
+    for held in target:
+        wanted = next(source, None)
+        if wanted is None or _key(wanted) != _key(held):
+            position = target_chain.events + 1
+            raise MigrationConflictError(
+                f"the target's event {position} is not the source's: the target holds "
+                "another deployment's events; migrate into an empty store",
+                event=position)
+        source_chain.add(wanted)
+        target_chain.add(held)
+    return source
+
+
+def _key(event: Notification) -> tuple[object, ...]:
+    return event.originator_id, event.originator_version, event.topic, event.state
+
+
+def _batches(events: Iterator[Notification]) -> Iterator[Sequence[Notification]]:
+    batch: list[Notification] = []
+    for event in events:
+        batch.append(event)
+        if len(batch) == BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def stored_event(event: Notification) -> StoredEvent:
+    """The event as it is inserted: the same aggregate, version, topic and stored bytes."""
+    return StoredEvent(originator_id=event.originator_id,
+                       originator_version=event.originator_version, topic=event.topic,
+                       state=event.state)
