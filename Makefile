@@ -62,6 +62,7 @@ bench: $(RUNTIME)
 	$(BIN)/dream bench scale
 	$(BIN)/dream bench durability
 	$(BIN)/dream bench observability
+	$(BIN)/dream bench bundle_codec
 
 # The history checker's long run: every fault case on both stores (docs/durability.md).
 durability: $(RUNTIME)

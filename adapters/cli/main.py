@@ -11,9 +11,9 @@ from typing import Any
 from adapters.cli import (
     admin_commands,
     audit_commands,
-    backup_commands,
     completion,
     mcp_command,
+    portability_commands,
     record_commands,
     review_commands,
     run_commands,
@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     # The order here is the order `dream --help` lists the commands in.
     for group in (service_commands, admin_commands, record_commands, run_commands,
-                  review_commands, audit_commands, backup_commands, mcp_command, completion):
+                  review_commands, audit_commands, portability_commands, mcp_command,
+                  completion):
         group.add_commands(commands)
     return parser
 

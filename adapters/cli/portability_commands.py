@@ -1,4 +1,5 @@
-"""``dream backup``, ``dream restore`` and ``dream migrate``: copies of a deployment's store."""
+"""``dream backup|restore``, ``dream migrate`` and ``dream export|import``: a deployment's
+events, copied, moved and handed on."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from adapters.cli.options import Commands, add_store_options, settings_from
+from domain.errors import InvalidRequestError
 
 
 def _backup(args: argparse.Namespace) -> int:
@@ -39,6 +41,7 @@ def _restore(args: argparse.Namespace) -> int:
 def add_commands(commands: Commands) -> None:
     _add_backup_commands(commands)
     add_migrate_command(commands)
+    _add_bundle_commands(commands)
 
 
 def _add_backup_commands(commands: Commands) -> None:
@@ -111,3 +114,62 @@ def add_migrate_command(commands: Commands) -> None:
                         help="the embedded store to migrate into")
     migrate.add_argument("--json", action="store_true", help="print the report as JSON")
     migrate.set_defaults(handler=_migrate)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from adapters.store.bundles import export  # noqa: PLC0415
+
+    if not args.scope and not args.all:
+        raise InvalidRequestError("name the scopes to export with --scope, or export --all",
+                                  field="--scope")
+    target = Path(args.to)
+    with target.open("xb") as out:  # a new file: an export never overwrites one
+        trailer = export(settings_from(args), out, None if args.all else args.scope,
+                         args.format)
+    print(json.dumps({"events": trailer.events, "chain": trailer.chain, "file": str(target)})
+          if args.json else f"exported {trailer.events:,} events to {target} "
+                            f"(chain {trailer.chain[:16]}…)")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from adapters.store.bundles import import_bundle  # noqa: PLC0415
+
+    done = import_bundle(Path(args.source), settings_from(args), merge=args.merge)
+    print(json.dumps(asdict(done)) if args.json else
+          f"imported {done.appended:,} of {done.events:,} events ({done.skipped:,} already "
+          f"there) into scopes {', '.join(done.scopes) or '(deployment-wide)'}")
+    return 0
+
+
+def _add_bundle_commands(commands: Commands) -> None:
+    export = commands.add_parser(
+        "export", help="write scopes' events to a verifiable bundle file",
+        description="Write the events of the named scopes (or of the whole deployment) in "
+                    "store order to a new file, with a hash chain over them (docs/bundles.md).")
+    add_store_options(export)
+    export.add_argument("--scope", action="append", metavar="SCOPE",
+                        help="a scope to export (repeatable)")
+    export.add_argument("--all", action="store_true",
+                        help="every event of the deployment, principals and tokens included")
+    export.add_argument("--to", required=True, metavar="FILE", help="the new bundle file")
+    export.add_argument("--format", choices=["jsonl", "msgpack"], default="jsonl",
+                        help="JSON Lines (default: jsonl) or length-prefixed MessagePack")
+    export.add_argument("--json", action="store_true", help="print the result as JSON")
+    export.set_defaults(handler=_export)
+
+    imported = commands.add_parser(
+        "import", help="append a bundle's events to this deployment",
+        description="Check a bundle whole (every record, the count, the hash chain), then "
+                    "append its events. A scope the target already has is refused unless "
+                    "--merge: then events already there identically are skipped, and an "
+                    "aggregate whose history differs is refused. Nothing is written if "
+                    "anything is refused.")
+    add_store_options(imported)
+    imported.add_argument("--from", dest="source", required=True, metavar="FILE",
+                          help="a bundle `dream export` wrote")
+    imported.add_argument("--merge", action="store_true",
+                          help="import into scopes that exist: skip identical events "
+                               "(default: refuse existing scopes)")
+    imported.add_argument("--json", action="store_true", help="print the result as JSON")
+    imported.set_defaults(handler=_import)

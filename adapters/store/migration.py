@@ -11,9 +11,11 @@ against a replay of its events.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+from uuid import UUID
 
 from eventsourcing.persistence import Notification, StoredEvent
 
@@ -28,6 +30,7 @@ from projections.catalog import READ_MODELS
 
 BATCH = 500
 CATCH_UP_SECONDS = 600.0  # a large store's read models take a while to build
+T = TypeVar("T")
 Progress = Callable[[int, int], None]  # events copied so far, events in the source
 
 
@@ -39,6 +42,22 @@ class MigrationConflictError(DomainError):
     code = "migration_conflict"
 
 
+class ChainedEvent(Protocol):
+    """What identifies a stored event: a stored event, a notification, a bundle's event."""
+
+    @property
+    def originator_id(self) -> UUID | str: ...
+
+    @property
+    def originator_version(self) -> int: ...
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def state(self) -> bytes: ...
+
+
 class EventChain:
     """sha256 over every event's identity and stored state, in store order."""
 
@@ -46,7 +65,7 @@ class EventChain:
         self.digest = hashlib.sha256(b"artifact-dreaming.events.v1").hexdigest()
         self.events = 0
 
-    def add(self, event: Notification | StoredEvent) -> None:
+    def add(self, event: ChainedEvent) -> None:
         link = hashlib.sha256()
         for part in (self.digest.encode(), str(event.originator_id).encode(),
                      str(event.originator_version).encode(), event.topic.encode(),
@@ -94,7 +113,7 @@ def migrate(source: Settings, target: Settings,
         pending = _after_common_prefix(events_of(from_store), events_of(to_store),
                                        source_chain, target_chain)
         report.already_there = target_chain.events
-        for batch in _batches(pending):
+        for batch in batches(pending):
             to_store.recorder.insert_events([stored_event(event) for event in batch])
             for event in batch:
                 source_chain.add(event)
@@ -141,8 +160,9 @@ def _key(event: Notification) -> tuple[object, ...]:
     return event.originator_id, event.originator_version, event.topic, event.state
 
 
-def _batches(events: Iterator[Notification]) -> Iterator[Sequence[Notification]]:
-    batch: list[Notification] = []
+def batches(events: Iterable[T]) -> Iterator[list[T]]:
+    """``events`` in lists of ``BATCH``, one transaction's worth each."""
+    batch: list[T] = []
     for event in events:
         batch.append(event)
         if len(batch) == BATCH:
@@ -152,8 +172,8 @@ def _batches(events: Iterator[Notification]) -> Iterator[Sequence[Notification]]
         yield batch
 
 
-def stored_event(event: Notification) -> StoredEvent:
+def stored_event(event: ChainedEvent) -> StoredEvent:
     """The event as it is inserted: the same aggregate, version, topic and stored bytes."""
-    return StoredEvent(originator_id=event.originator_id,
+    return StoredEvent(originator_id=UUID(str(event.originator_id)),
                        originator_version=event.originator_version, topic=event.topic,
                        state=event.state)
