@@ -21,6 +21,8 @@ K = TypeVar("K", bound="KnowledgeRow")
 D = TypeVar("D", bound="DependentRow")
 K_co = TypeVar("K_co", bound="KnowledgeRow", covariant=True)
 D_co = TypeVar("D_co", bound="DependentRow", covariant=True)
+F = TypeVar("F")
+F_co = TypeVar("F_co", covariant=True)
 
 
 class KnowledgeRow(Protocol):
@@ -57,6 +59,10 @@ class Impact(Generic[D]):
     hidden: int
 
 
+class EventFeed(Protocol[F_co]):
+    def events_after(self, scope_id: str, after: int, limit: int = ...) -> Sequence[F_co]: ...
+
+
 class ReadModelQueries:
     def __init__(self, gate: ScopeGate) -> None:
         self.gate = gate
@@ -76,6 +82,12 @@ class ReadModelQueries:
             readable = self.policy.readable(caller, scope, _artifacts(items))
         return [item for item in items
                 if Resource.artifact(item.family, item.artifact_id) in readable][:limit]
+
+    def event_feed(self, caller: Caller, scope_id: str, view: Callable[[], EventFeed[F]],
+                   after: int, limit: int) -> list[F]:
+        """The scope's events after ``after`` (public fields only), for a reader of the scope."""
+        self.gate.scope_for(caller, scope_id, Action.READ)
+        return list(view().events_after(scope_id, after, limit))
 
     def impact(self, caller: Caller, scope_id: str, view: Callable[[], ImpactSearch[D]],
                guard: Guard, kind: str, key: str, max_depth: int) -> Impact[D]:

@@ -7,13 +7,14 @@ from typing import Any
 from projections.analytics import ANALYTICS
 from projections.auto_records import AUTO_RECORDS
 from projections.base import ProjectionSpec
+from projections.event_feed import EVENT_FEED
 from projections.knowledge import KNOWLEDGE
 from projections.provenance import PROVENANCE
 from projections.review_inbox import REVIEW_INBOX
 from projections.runs import RUNS
 
 READ_MODELS: tuple[ProjectionSpec[Any], ...] = (RUNS, REVIEW_INBOX, KNOWLEDGE, PROVENANCE,
-                                                 ANALYTICS, AUTO_RECORDS)
+                                                 ANALYTICS, AUTO_RECORDS, EVENT_FEED)
 
 
 def read_model(name: str) -> ProjectionSpec[Any]:

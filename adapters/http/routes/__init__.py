@@ -6,11 +6,11 @@ behalf of the caller and translates the answer back; rules live in the applicati
 """
 
 from adapters.http.dependencies import VIEW_POSITION_HEADER, v1_router
-from adapters.http.routes import audit, knowledge, records, review, runs
+from adapters.http.routes import audit, events, knowledge, records, review, runs
 from adapters.http.routes.ops import router as ops
 
 router = v1_router()
-for resource in (records, runs, review, knowledge, audit):
+for resource in (records, runs, review, knowledge, audit, events):
     router.include_router(resource.router)
 
 __all__ = ["VIEW_POSITION_HEADER", "ops", "router"]

@@ -1,0 +1,131 @@
+"""``GET /v1/scopes/{scope_id}/events``: a scope's event feed, paged JSON or Server-Sent Events.
+
+The feed shows each event's public fields only (see :mod:`projections.event_feed`); reading it
+needs read access to the scope, like the audit. As a stream (``Accept: text/event-stream``)
+it sends the events after ``after`` (or after the ``Last-Event-ID`` a reconnecting client
+sends) and then each new one as it is recorded, with a comment every few seconds to keep idle
+connections open. The stream's ``data`` lines are encoded with msgspec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any
+
+import msgspec
+from anyio import to_thread
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from adapters.http.dependencies import App, Bearing, read_view, reading
+from domain.errors import InvalidRequestError
+from projections.event_feed import DEFAULT_LIMIT, EVENT_FEED, EventFeedView, FeedEvent
+from projections.paging import MAX_LIMIT
+
+router = APIRouter()
+EVENT_STREAM = "text/event-stream"
+MAX_POSITION = 2**63 - 1  # a position is a 64-bit integer in both stores
+POLL_SECONDS = 0.5
+KEEPALIVE_SECONDS = 15.0
+
+
+class FeedEventView(BaseModel):
+    position: int = Field(description="The event's position in the store: resume after it.")
+    aggregate_id: str
+    aggregate_version: int
+    event: str = Field(description="The aggregate and event, e.g. Candidate.Approved.")
+    recorded_at: datetime
+    fields: dict[str, Any] = Field(description="Ids, families, revisions, statuses, outcomes "
+                                               "and hashes; never free text.")
+
+
+class FeedPage(BaseModel):
+    scope_id: str
+    events: list[FeedEventView]
+    next_after: int = Field(description="Pass as `after` for the next page (the last "
+                                        "position shown, or the `after` asked).")
+
+
+class _Streamed(msgspec.Struct):
+    """One event as the stream's ``data`` line carries it."""
+
+    position: int
+    scope_id: str
+    aggregate_id: str
+    aggregate_version: int
+    event: str
+    recorded_at: datetime
+    fields: dict[str, Any]
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+@router.get("/scopes/{scope_id}/events", tags=["events"], dependencies=[reading(EVENT_FEED)],
+            response_model=FeedPage,
+            responses={200: {"content": {EVENT_STREAM: {}},
+                             "description": "A page, or with Accept: text/event-stream, "
+                                            "the events as a stream"}})
+def events(scope_id: str, request: Request, response: Response, app: App, bearer: Bearing,
+           after: Annotated[int, Query(ge=0, le=MAX_POSITION,
+                                       description="Events after this position.")] = 0,
+           limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT) -> Any:
+    """A scope's events after ``after``, oldest first: their public fields only. With
+    ``Accept: text/event-stream``, a Server-Sent Events stream of them that goes on with each
+    new event; a reconnecting client's ``Last-Event-ID`` resumes it."""
+    caller = bearer.caller()
+    accept = request.headers.get("accept")
+    last_event_id = request.headers.get("last-event-id")
+
+    def view() -> EventFeedView:
+        return read_view(request, response, app, EVENT_FEED, None)
+
+    if accept is not None and EVENT_STREAM in accept:
+        start = _resumed_after(last_event_id, after)
+        app.queries.event_feed(caller, scope_id, view, start, 1)  # refused here, not mid-stream
+        return StreamingResponse(_stream(request, app, caller, scope_id, start),
+                                 media_type=EVENT_STREAM,
+                                 headers={"Cache-Control": "no-store"})
+    shown = app.queries.event_feed(caller, scope_id, view, after, limit)
+    return FeedPage(scope_id=scope_id, events=[_view(event) for event in shown],
+                    next_after=shown[-1].position if shown else after)
+
+
+def _resumed_after(last_event_id: str | None, after: int) -> int:
+    if last_event_id is None:
+        return after
+    if not last_event_id.isdigit() or int(last_event_id) > MAX_POSITION:
+        raise InvalidRequestError("Last-Event-ID must be an event position",
+                                  field="Last-Event-ID")
+    return int(last_event_id)
+
+
+async def _stream(request: Request, app: Any, caller: Any, scope_id: str,
+                  after: int) -> AsyncIterator[bytes]:
+    projection = request.app.state.read_models[EVENT_FEED.name]
+    idle = 0.0
+    while not await request.is_disconnected():
+        found: list[FeedEvent] = await to_thread.run_sync(
+            app.queries.event_feed, caller, scope_id, lambda: projection.view, after,
+            MAX_LIMIT)
+        for event in found:
+            after = event.position
+            yield (f"id: {event.position}\nevent: {event.event}\n".encode()
+                   + b"data: " + _encode(_Streamed(**vars(event))) + b"\n\n")
+        if found:
+            idle = 0.0
+            continue
+        if idle >= KEEPALIVE_SECONDS:
+            idle = 0.0
+            yield b": keep-alive\n\n"
+        await asyncio.sleep(POLL_SECONDS)
+        idle += POLL_SECONDS
+
+
+def _view(event: FeedEvent) -> FeedEventView:
+    return FeedEventView(position=event.position, aggregate_id=event.aggregate_id,
+                         aggregate_version=event.aggregate_version, event=event.event,
+                         recorded_at=event.recorded_at, fields=event.fields)
