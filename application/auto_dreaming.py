@@ -107,7 +107,10 @@ class _Evaluation:
 
 
 class AutoDreaming:
-    """The neutral per-scope trigger (seed 000 §2.5): status, check-and-run, settle."""
+    """The neutral per-scope trigger: status, check-and-run, settle.
+
+    See docs/contract.md#automatic-dreaming.
+    """
 
     def __init__(self, gate: ScopeGate, runs: DreamRuns, clock: Clock) -> None:
         self.gate = gate

@@ -1,6 +1,6 @@
 """Dream admission and run reads.
 
-Admission follows the anchor's order: scope read, then idempotent replay (before every other
+Admission follows docs/contract.md#admission: scope read, then idempotent replay (before every other
 check), contribute, capability, target head, evidence (with projection limits), capacity. The
 run and the scope's queue are committed together, with every aggregate the evidence check
 read in the read set, so admission never accepts a run whose evidence moved meanwhile.

@@ -63,7 +63,8 @@ log = logging.getLogger("dream.execution")
 
 DEFAULT_LEASE_SECONDS = 60.0
 # A run records "evidence_unavailable" when evidence it was admitted with has since gone away
-# (anchor §6.5), and "invalid_generation_output" when the plan cannot form a valid Candidate.
+# (docs/contract.md#run-states), and "invalid_generation_output" when the plan cannot form a valid
+# Candidate.
 _RECORDED_AS = {"reference_not_found": "evidence_unavailable",
                 "invalid_memory_citation": "evidence_unavailable",
                 "invalid_candidate": "invalid_generation_output"}

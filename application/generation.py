@@ -72,7 +72,7 @@ class Generator(Protocol):
 
 
 class GeneratorLookup(Protocol):
-    """The registry of model configurations by id (spec §4 item 7)."""
+    """The registry of model configurations by id (docs/contract.md#generator-contract)."""
 
     @property
     def current(self) -> Generator:

@@ -1,7 +1,8 @@
 """Candidate review: propose, revise, approve, reject, read, and inspect evidence.
 
 Every step re-validates the Candidate's evidence with the *current* caller's rights and the
-current state of Sources and Memory entries (anchor §4.8), and commits with every aggregate it
+current state of Sources and Memory entries (docs/contract.md#review), and commits with every
+aggregate it
 validated in the read set: a deactivation, withdrawal or target revision that lands between
 validation and commit fails the save, the command re-runs on fresh state and reports what
 changed. The scope is in every read set too, so a role or grant withdrawn meanwhile is seen.
@@ -72,7 +73,7 @@ class EvidenceView:
 
 @dataclass(frozen=True)
 class Revision:
-    """A reviser's changes; ``None`` keeps the current version's value (anchor §5.3)."""
+    """A reviser's changes; ``None`` keeps the current version's value (docs/contract.md#review)."""
 
     proposal: Mapping[str, Any] | None = None
     sources: tuple[SourceRef, ...] | None = None
@@ -183,7 +184,7 @@ class Reviews:
         return self._reviewed(caller, scope, self.candidate_in(scope, candidate_id))
 
     def candidate_evidence(self, caller: Caller, scope_id: str, candidate_id: str) -> EvidenceView:
-        """The current version's evidence as the reader may see it now (anchor §5.3)."""
+        """The current version's evidence as the reader may see it now (docs/contract.md#review)."""
         scope = self.gate.scope_for(caller, scope_id, Action.READ)
         candidate = self.candidate_in(scope, candidate_id)
         reader = StoreEvidenceReader(self.store, self.policy, scope, caller)

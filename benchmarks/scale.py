@@ -16,7 +16,7 @@ deployment shape). The load generator runs here and shares the machine's cores w
    the API processes' and the PostgreSQL server's CPU seconds (``/proc``) per admission, and
    the share of the machine's cores busy (anyone's work: other programs count too). Each case
    runs with two load generators in turn: ``httpx`` clients (one thread and one ``httpx.Client``
-   each, as in the comparison with the anchor; about 0.6 ms of CPU per request) and lean ones
+   each, as in every earlier run; about 0.6 ms of CPU per request) and lean ones
    (one thread and one plain socket each, requests encoded before the clock starts; under
    0.1 ms), so what the server can do is not hidden by what the client takes from 2 cores.
 2. **Burst drain**: a burst of runs (200; ``--quick``: 40) admitted over HTTP over up to 100

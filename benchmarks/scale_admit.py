@@ -2,8 +2,8 @@
 at a time or spread over 100 scopes, with what the round cost in CPU; and the latency of one
 client reading a run back (``GET``) and replaying its admission (same idempotency key).
 
-Every case runs with two load generators in turn: ``httpx`` clients (those the comparison with
-the anchor used) and lean ones (:mod:`benchmarks.lean_http`), which leave the server the CPU
+Every case runs with two load generators in turn: ``httpx`` clients (those every earlier run
+used) and lean ones (:mod:`benchmarks.lean_http`), which leave the server the CPU
 that ``httpx`` takes from the same cores."""
 
 from __future__ import annotations

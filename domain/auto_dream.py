@@ -70,7 +70,10 @@ class Settlement(StrEnum):
 
 @dataclass(frozen=True)
 class AutoSettings:
-    """The scope's automatic-dreaming settings, with the defaults of spec §8."""
+    """The scope's automatic-dreaming settings, with their defaults.
+
+    See docs/contract.md#automatic-dreaming.
+    """
 
     enabled: bool = False
     min_hours: int = DEFAULT_MIN_HOURS

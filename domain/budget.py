@@ -1,4 +1,5 @@
-"""Per-run budget: the anchor's defaults are also the ceilings; a deployment may only tighten."""
+"""Per-run budget (docs/contract.md#budgets-and-limits): the defaults are also the ceilings;
+a scope's settings may only tighten them."""
 
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ class CandidateVersion:
 
 
 def check_envelope(family: str, target: ArtifactRef | None, lineage: Lineage) -> None:
-    """The anchor's envelope rules, checked for every version."""
+    """The envelope rules (docs/contract.md#review), checked for every version."""
     if family not in CANDIDATE_FAMILIES:
         raise InvalidCandidateError(
             f"candidates propose {' or '.join(CANDIDATE_FAMILIES)}, not {family}", field="family"
@@ -232,7 +232,7 @@ class Candidate(Aggregate):
         self.conflict = None
 
     def check_approvable(self) -> None:
-        """The anchor's approval lineage rules (§5.3), on top of the envelope rules.
+        """The approval lineage rules (docs/contract.md#review), on top of the envelope rules.
 
         A new Skill rests only on Experiences (and Prompts); a Skill replacement also names its
         target and keeps at least one Source.

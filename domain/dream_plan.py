@@ -1,9 +1,9 @@
 """The model's plan for a Dream run, and the checks it must pass before anything uses it.
 
-``parse_plan`` is the anchor's validation chain for model output, items 1 (structured parse,
-including the plan's own rules) and 3 (operation/intent compatibility). Item 2 (usage and
-budget) sits between them and belongs to the caller, which has the usage; item 4 (evidence
-selection) needs the manifest and is ``domain.evidence.selection.select_evidence``. Every
+``parse_plan`` is the validation chain for model output (docs/contract.md#generator-contract):
+the plan's shape, including its own rules, and its operation/intent compatibility. The usage
+and budget check comes before it and belongs to the caller, which has the usage; evidence
+selection needs the manifest and is ``domain.evidence.selection.select_evidence``. Every
 violation is ``invalid_generation_output`` with the offending field in ``details.field``.
 
 ``plan_json_schema`` is the same shape as a strict JSON schema for structured outputs: every
@@ -99,7 +99,7 @@ def _family(operation: str) -> ArtifactFamily:
 
 
 def allowed_intents(operation: str, *, has_target: bool) -> tuple[Intent, ...]:
-    """Intents compatible with the operation (anchor §3.3 item 3)."""
+    """Intents compatible with the operation (docs/contract.md#generator-contract)."""
     if _family(operation) == ArtifactFamily.SKILL:
         return (Intent.DERIVE,)
     return REPLACEMENT_INTENTS if has_target else (Intent.CREATE,)

@@ -55,7 +55,10 @@ class RunOutcome(StrEnum):
 
 
 class RunTrigger(StrEnum):
-    """Who started a run: a caller's request, or automatic dreaming (spec §8)."""
+    """Who started a run: a caller's request, or automatic dreaming.
+
+    See docs/contract.md#automatic-dreaming.
+    """
 
     REQUEST = "request"
     AUTOMATIC = "automatic"

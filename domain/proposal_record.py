@@ -2,7 +2,8 @@
 
 A new run by the same principal over the same evidence (same fingerprint) reuses that Candidate
 while it is pending and unedited, or answers ``no_change`` if it was rejected unedited, without
-calling the model again (spec §4 item 8). Another principal's Candidate is never reused.
+calling the model again (docs/contract.md#proposal-reuse). Another principal's Candidate is
+never reused.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from domain.text import check_identifier, check_scope_id
 ROLES = tuple(Role)
 PRINCIPAL_MAX = 256
 
-# Setting name -> (minimum, maximum). Budgets may only tighten the anchor's ceilings.
+# Setting name -> (minimum, maximum). Budgets may only tighten the ceilings
+# (docs/contract.md#budgets-and-limits).
 SETTING_BOUNDS: dict[str, tuple[int, int]] = {
     "dream_max_pending_per_scope": (1, 1000),
     "max_items": (1, 32),

@@ -3,8 +3,8 @@
 The library keeps its statements as ``psycopg.sql.Composed`` objects, which psycopg renders on
 each ``execute``: every ``Identifier`` in them is escaped through libpq again. A command ran
 about ten statements, so rendering took a tenth of its time in the process; over HTTP, a
-seventh of the API process's samples (ADR-0021). The text never changes once a recorder is
-built, so each statement is rendered once, when the recorder is.
+seventh of the API process's samples (docs/performance-notes.md). The text never changes
+once a recorder is built, so each statement is rendered once, when the recorder is.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Admitting Dream runs: the anchor's admission rules, replay first, nothing written on refusal."""
+"""Admitting Dream runs (docs/contract.md#admission): replay first, nothing written on refusal."""
 
 from __future__ import annotations
 

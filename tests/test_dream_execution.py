@@ -1,4 +1,4 @@
-"""Executing Dream runs: the anchor's execution scenarios, each asserting what is stored."""
+"""Executing Dream runs (docs/contract.md#run-states): each scenario asserts what is stored."""
 
 from __future__ import annotations
 
@@ -359,7 +359,7 @@ def _blank(operation: str = "refine_experience") -> GenerationInput:
 
 
 
-# -- proposal de-duplication (spec §4 item 8) -------------------------------------------------
+# -- proposal de-duplication (docs/contract.md#proposal-reuse) --------------------------------
 
 def test_an_unchanged_pending_proposal_is_reused_without_a_model_call(
         world: Dreaming, model: ScriptedModel) -> None:
@@ -418,7 +418,7 @@ def test_another_principals_proposal_is_never_reused(world: Dreaming, model: Scr
 
 def test_a_run_admitted_during_generation_waits_then_reuses_the_proposal(
         world: Dreaming, model: ScriptedModel) -> None:
-    """Anchor #26 (later version): the second run waits, then reuses the first's Candidate."""
+    """The second run waits, then reuses the first's Candidate (contract.md#proposal-reuse)."""
     model.gate = threading.Event()
     executor = executor_for(world, model)
     first_id = admit(world, "k1")

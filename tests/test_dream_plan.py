@@ -1,4 +1,4 @@
-"""The model's plan: every rule of anchor §3.2 and §3.3 items 1 and 3, each naming its field.
+"""The model's plan: every rule of docs/contract.md#generator-contract, each naming its field.
 
 Also the strict JSON schema handed to the model: strict-mode shaped (every object closed, every
 property required, optional values nullable) and in agreement with ``parse_plan``.

@@ -2,7 +2,8 @@
 
 The resolver is pure, so each story builds a small world of aggregates with their own domain
 commands and reads it through an in-memory reader; no store is needed. The stories follow the
-anchor's pinned behaviours (§4); the properties at the end check, on random lineage graphs
+pinned behaviours of docs/contract.md#evidence-resolution; the properties at the end check, on
+random lineage graphs
 (acyclic, cyclic, deep), that resolution always terminates within its budget or refuses with
 ``evidence_limit_exceeded``, is deterministic, and that the manifest round-trips.
 """
@@ -207,7 +208,7 @@ def test_the_projected_experience_is_its_stored_content_json() -> None:
     assert item.text == canonical_json(experience_content("pin the toolchain"))
 
 
-# -- the anchor's pinned stories ------------------------------------------------------------------
+# -- pinned stories (docs/contract.md#evidence-resolution) -----------------------------------------
 
 
 def test_three_memories_and_an_experience_sharing_one_source_keep_one_root() -> None:
@@ -680,7 +681,7 @@ def test_a_world_that_moved_after_pinning_is_evidence_unavailable() -> None:
 def test_a_pin_cannot_bypass_entry_deactivation() -> None:
     story = pinned_story()
     story.world.memory().deactivate_entry("e1", "retired")
-    # Anchor §5.6: a run whose entry is retired while queued fails memory_entry_inactive.
+    # A run whose entry is retired while queued fails memory_entry_inactive (contract.md#review).
     refused("memory_entry_inactive", story.replay, story.first.manifest)
 
 

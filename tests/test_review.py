@@ -1,5 +1,5 @@
 """Reviewing Candidates: each story proposes, revises, approves or rejects, then reads back
-exactly what was stored (anchor §4.8, §5; product spec §5), on SQLite and PostgreSQL.
+exactly what was stored (docs/contract.md#review), on SQLite and PostgreSQL.
 
 Every refused command is checked to have written nothing: the store's last position (or the
 Candidate's version) is the same before and after.
@@ -336,7 +336,7 @@ def test_a_skill_approval_builds_its_package(world: Dreaming) -> None:
 def test_retiring_an_entry_blocks_approval_until_the_reviewer_drops_the_citation(
     world: Dreaming,
 ) -> None:
-    # Anchor #5: revising without citations keeps them, so approval re-checks the entry.
+    # Revising without citations keeps them, so approval re-checks the entry.
     propose_lesson(world, "c", cite(world))
     world.review.revise_candidate(LOCAL, S, "c", 1, Revision(reason="Tightened."))
     world.records.deactivate_entry(LOCAL, S, "m", "e1", reason="superseded")
@@ -440,7 +440,7 @@ def test_a_revision_clears_a_recorded_conflict(world: Dreaming) -> None:
     assert stored(world, "c").conflict is None
 
 
-# -- transitive re-checks (anchor #15, #16, #24, #25) ---------------------------------------
+# -- transitive re-checks (docs/contract.md#review) ------------------------------------------
 
 
 @pytest.fixture

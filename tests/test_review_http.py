@@ -110,7 +110,7 @@ def test_the_review_flow_from_proposal_to_a_skill_package(team: Team) -> None:
     assert evidence.evidence is not None
     assert {node.kind for node in evidence.evidence.nodes} == {"memory", "source"}
 
-    # Revise (anchor §7.1 #7): omitted and null memory_citations keep them, [] clears them.
+    # Revise (contract.md#review): omitted and null memory_citations keep them, [] clears them.
     revise = f"{S}/candidates/pay-retries/revise"
     kept = http.post(revise, json={"expected_version": 1, "reason": "clearer"}).json()
     assert (kept["version"], kept["memory_citations"], kept["reason"]) == (
@@ -131,7 +131,7 @@ def test_the_review_flow_from_proposal_to_a_skill_package(team: Team) -> None:
     assert stale.json()["error"]["details"] == {"expected": 3, "current": 4}
     assert team.position() == before
 
-    # Anchor #11: the contributor cannot approve its own Candidate; a reviewer can.
+    # The contributor cannot approve its own Candidate; a reviewer can (contract.md#review).
     with pytest.raises(domain.ForbiddenError) as forbidden:
         carl.candidates.approve("team", "pay-retries", expected_version=4)
     assert isinstance(forbidden.value, ApiError)

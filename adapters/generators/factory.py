@@ -1,7 +1,8 @@
 """Building the configured generator, and the registry of model configurations by id.
 
 A run pins the ``config_id`` of the current generator at its first attempt and continues on
-that configuration while it is registered (spec §4 item 7); a new configuration becomes current
+that configuration while it is registered (docs/contract.md#generator-contract); a new
+configuration becomes current
 for new runs without taking the old one away from runs in flight.
 """
 

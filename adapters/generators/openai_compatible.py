@@ -79,7 +79,7 @@ characters), instructions, and 1 to 32 validation checks. All fields trimmed.
 
 def openai_config_id(base_url: str, model: str, timeout_seconds: float, max_output_tokens: int,
                      max_tokens_field: MaxTokensField = "max_tokens") -> str:
-    """``sha256:`` of everything that shapes a call, except the key (anchor §2.2 in spirit)."""
+    """``sha256:`` of everything that shapes a call, except the key."""
     identity = {"provider": "openai-compatible", "base_url": base_url, "model": model,
                 "timeout_seconds": timeout_seconds, "max_output_tokens": max_output_tokens,
                 "max_tokens_field": max_tokens_field, "instructions": INSTRUCTIONS_VERSION}

@@ -9,8 +9,8 @@ a scope's ``AutoDream`` aggregate admits each window once, whoever ticks). Each 
    due at once are admitted as capacity frees, never in one burst. The model calls themselves
    are capped exactly by the ``automatic`` slot pool the workers hold (``pool.py``).
 
-It ticks every second, and at once when the record log moves on (a record landed: the seed's
-``RecordSession`` marking a scope as possibly due) or an automatic run of this process ends;
+It ticks every second, and at once when the record log moves on (a record landed, so a scope
+may be due) or an automatic run of this process ends;
 woken ticks are at least ``MIN_TICK_GAP_SECONDS`` apart.
 
 Candidates come from the ``auto_records`` read model (enabled, idle, past their hours, enough

@@ -88,7 +88,7 @@ class Traversal:
                  review: bool = False) -> None:
         self.reader = reader
         self.limits = limits
-        self.review = review  # review follows every family's lineage (anchor §4.8)
+        self.review = review  # review follows every family's lineage (contract.md#review)
         self.graph = EvidenceGraph()
 
     def walk(self, request: RequestedReferences) -> EvidenceGraph:

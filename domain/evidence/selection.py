@@ -1,8 +1,8 @@
 """From evidence back to lineage: what a model used, and what a reviewer re-validates.
 
 ``select_evidence`` maps the evidence ids a model says it used to a Candidate's exact references
-(anchor §4.7); ``validate_for_review`` walks a Candidate's lineage again with the reviewer's
-current rights (anchor §4.8).
+(docs/contract.md#evidence-selection); ``validate_for_review`` walks a Candidate's lineage again
+with the reviewer's current rights (docs/contract.md#evidence-resolution).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ class NeedsEvidence:
 
 def select_evidence(manifest: EvidenceManifest, evidence_ids: Sequence[str], *, family: str,
                     target: ArtifactRef | None = None) -> Lineage | NeedsEvidence:
-    """Map the ids a model used to the Candidate's exact references (anchor §4.7).
+    """Map the ids a model used to the Candidate's exact references
+    (docs/contract.md#evidence-selection).
 
     Returns the Candidate lineage, or ``NeedsEvidence`` when Memory-derived support has no root
     Source. Raises ``invalid_generation_output`` for an id the model may not use and
@@ -133,7 +134,8 @@ class ReviewedEvidence:
 
 
 def validate_for_review(reader: EvidenceReader, lineage: Lineage) -> ReviewedEvidence:
-    """Anchor §4.8: walk every reference of ``lineage`` with the current reviewer's rights.
+    """Walk every reference of ``lineage`` with the current reviewer's rights (review-side
+    validation in docs/contract.md#evidence-resolution).
 
     No Dream budgets apply; Memory citations get the full anchor, hash and active checks
     (direct and transitive), so an entry deactivated anywhere below blocks the review step.
