@@ -353,7 +353,8 @@ class FlakyStore:
         self.failures = {"inbox": failures, "execute": failures, "resume": failures}
         self.calls = {"inbox": 0, "execute": 0, "resume": 0, "claim": 0}
         self.offered = False
-        self.attempt = SimpleNamespace(number=1, run=SimpleNamespace(run_id="dr_1"))
+        self.attempt = SimpleNamespace(number=1, run=SimpleNamespace(
+            run_id="dr_1", trace_parent=None, operation="refine_experience", trigger="request"))
 
     def _maybe_fail(self, kind: str) -> None:
         self.calls[kind] += 1

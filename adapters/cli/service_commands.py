@@ -131,9 +131,10 @@ def _serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.access:
         settings = settings.model_copy(update={"access": args.access})
-    _observed(settings, "supervisor" if args.processes > 1 else "api")
     if args.processes > 1:
+        configure_logging("supervisor", settings.log_format)
         return _supervise(args, settings)
+    _observed(settings, "api")
     from adapters.http.server import serve  # noqa: PLC0415 - after the metrics are shared
 
     _stacks_on_sigusr1()
@@ -155,6 +156,7 @@ def _supervise(args: argparse.Namespace, settings: Settings) -> int:
         say(f"cannot listen on {args.host}:{args.port}: {error}")
         return 1
     check_store(settings)  # a store that cannot be opened fails here, once, as it would alone
+    share_metrics(settings, children_only=True)  # the API processes inherit it
     # This command's options reach the processes as the settings they stand for: in the
     # environment, where a password in the database URL is not shown to every local user.
     # An MCP session lives in one process, and the next request may reach another.

@@ -22,14 +22,15 @@ def metrics_recorded() -> bool:
     return _recording
 
 
-def share_metrics(settings: Settings) -> None:
+def share_metrics(settings: Settings, *, children_only: bool = False) -> None:
     """Point this process (and the processes it starts) at the host's shared metrics
-    directory, unless the environment already names one."""
+    directory, unless the environment already names one. ``children_only``: for a supervisor,
+    which records nothing itself and may have loaded the library already."""
     global _recording  # noqa: PLW0603 - one setting for the process, fixed at its start
     _recording = settings.metrics
     if MULTIPROC_ENV in os.environ:
         return
-    if "prometheus_client" in sys.modules:
+    if "prometheus_client" in sys.modules and not children_only:
         msg = "share_metrics must run before prometheus_client is imported"
         raise RuntimeError(msg)
     directory = settings.metrics_dir or settings.data_dir / "metrics"
