@@ -51,6 +51,37 @@ def test_the_quick_start_runs_against_a_live_server(tmp_path: Path) -> None:
         server.wait(60)
 
 
+def test_the_shell_quick_start_runs_against_a_live_server(tmp_path: Path) -> None:
+    """The same five steps from the shell, as printed; the reader's one copy (the Candidate's
+    id from `dream review list`) is done here the same way."""
+    serve_it = section((ROOT / "README.md").read_text(), "Serve it")
+    (script,) = [block for block in re.findall(r"```sh\n(.*?)```", serve_it, re.S)
+                 if "dream scope create" in block]
+    candidate_id = ("$(dream review list --scope team --json | python3 -c 'import json, sys; "
+                    "print(json.load(sys.stdin)[\"candidates\"][0][\"candidate_id\"])')")
+    script = script.replace("<candidate id>", candidate_id)
+    port = free_port()
+    env = {**os.environ, "DREAM_DATA_DIR": str(tmp_path / ".dream"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("DREAM_ACCESS", None)
+    server = subprocess.Popen([sys.executable, "-m", "adapters.cli", "serve", "--port",
+                               str(port)], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        wait_until_listening(f"http://127.0.0.1:{port}", server)
+        token = (tmp_path / ".dream" / "admin-token").read_text().strip()
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True,
+            text=True, timeout=180, check=False,
+            env={**env, "DREAM_URL": f"http://127.0.0.1:{port}", "DREAM_TOKEN": token})
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "succeeded  outcome=proposed" in done.stdout
+        assert "experience" in done.stdout.splitlines()[-1]  # the search found the lesson
+    finally:
+        server.terminate()
+        server.wait(60)
+
+
 def wait_until_listening(base_url: str, server: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

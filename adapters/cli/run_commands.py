@@ -7,11 +7,12 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from adapters.cli.options import AFTER_HELP, CURSOR_HELP, Commands, add_client_options, client_from
 from domain.dream_request import DreamOperation
 from domain.dream_run import RunStatus
+from domain.errors import InvalidRequestError
 
 if TYPE_CHECKING:
     from adapters.client.dream_client import DreamClient
@@ -37,15 +38,54 @@ def _print_run(run: DreamRunView, as_json: bool) -> None:
 
 
 def _dream_run(args: argparse.Namespace) -> int:
-    body = json.loads(Path(args.request_file).read_text() if args.request_file else args.request)
     with client_from(args) as client:
-        run = client.runs.request(args.scope, body)
+        run = client.runs.request(args.scope, _request_body(args, client))
         if args.wait is not None:
             run = _waited(client, args.scope, run, args.wait, quiet=args.json)
     _print_run(run, args.json)
     if args.wait is None:
         return 0
     return 0 if run.status == RunStatus.SUCCEEDED.value else 1
+
+
+def _request_body(args: argparse.Namespace, client: DreamClient) -> dict[str, Any]:
+    """The request as JSON (``--request``, ``--request-file``), or built from ``--operation``,
+    ``--key`` and the references: ``--cite`` names a Memory entry, cited at its current
+    version in the Memory's head."""
+    if args.request_file or args.request:
+        if args.operation or args.cite or args.source:
+            raise InvalidRequestError("give the request as JSON or by --operation, not both",
+                                      field="--operation")
+        body: dict[str, Any] = json.loads(Path(args.request_file).read_text()
+                                          if args.request_file else args.request)
+        return body
+    if not args.operation or not args.key:
+        raise InvalidRequestError("give --request JSON, or --operation and --key",
+                                  field="--operation")
+    return {"operation": args.operation, "idempotency_key": args.key,
+            "sources": [_pair(value, "--source", "source_type", "source_id")
+                        for value in args.source or []],
+            "memory_citations": [_citation(client, args.scope, value)
+                                 for value in args.cite or []]}
+
+
+def _pair(value: str, option: str, first: str, second: str) -> dict[str, str]:
+    head, slash, tail = value.partition("/")
+    if not slash or not head or not tail:
+        raise InvalidRequestError(f"{option} {value!r} must look like A/B", field=option)
+    return {first: head, second: tail}
+
+
+def _citation(client: DreamClient, scope: str, value: str) -> dict[str, Any]:
+    """``MEMORY/ENTRY`` as the exact citation of the entry's version in the Memory's head."""
+    ids = _pair(value, "--cite", "memory_id", "entry_id")
+    memory = client.memories.get(scope, memory_id=ids["memory_id"])
+    entry = (memory.manifest or {}).get(ids["entry_id"])
+    if entry is None:
+        raise InvalidRequestError(f"memory {ids['memory_id']!r} has no entry "
+                                  f"{ids['entry_id']!r} at its head", field="--cite")
+    return {"memory_ref": memory.ref.model_dump(mode="json"), "entry_id": ids["entry_id"],
+            "entry_version_id": entry.entry_version_id}
 
 
 def _waited(client: DreamClient, scope: str, run: DreamRunView, seconds: float, *,
@@ -104,9 +144,17 @@ def _auto_status(args: argparse.Namespace) -> int:
 def add_commands(commands: Commands) -> None:
     run = commands.add_parser("run", help="request a Dream run over the API")
     add_client_options(run)
-    source = run.add_mutually_exclusive_group(required=True)
+    source = run.add_mutually_exclusive_group()
     source.add_argument("--request-file", help="JSON request body (operation, refs, key)")
     source.add_argument("--request", help="the JSON request body inline")
+    run.add_argument("--operation", choices=[operation.value for operation in DreamOperation],
+                     help="instead of JSON: the operation to run")
+    run.add_argument("--key", help="instead of JSON: the idempotency key (the same key "
+                                   "again answers the same run)")
+    run.add_argument("--cite", action="append", metavar="MEMORY/ENTRY",
+                     help="cite a Memory entry at its current version (repeatable)")
+    run.add_argument("--source", action="append", metavar="TYPE/ID",
+                     help="a Source as evidence (repeatable)")
     run.add_argument("--wait", type=float, nargs="?", const=DEFAULT_WAIT_SECONDS,
                      metavar="SECONDS",
                      help="wait until the run is terminal, printing each new status on stderr "
