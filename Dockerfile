@@ -11,6 +11,9 @@
 # devkit and the tests are tools beside the product: not in the wheel, not copied here.
 FROM python:3.11-slim AS build
 WORKDIR /src
+# The Python client is its own distribution the project depends on by name: its wheel first.
+COPY clients/python ./clients/python
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels ./clients/python
 COPY pyproject.toml README.md ./
 COPY domain ./domain
 COPY application ./application

@@ -11,7 +11,6 @@ from urllib.parse import quote
 
 import httpx
 
-from adapters.client.dream_client import DreamClient
 from benchmarks.dream_workload import EXPERIENCE, MAX_PENDING, REQUEST_TIMEOUT_S, TASK, Sizes
 from benchmarks.http import (
     Call,
@@ -24,6 +23,7 @@ from benchmarks.http import (
 )
 from domain.dream_request import DreamOperation
 from domain.refs import ArtifactFamily, Lineage
+from dream_client import DreamClient
 
 ADMISSIONS_PER_SCOPE = 900  # then a fresh scope, well inside MAX_PENDING
 EXPERIENCES = 4

@@ -15,7 +15,6 @@ from urllib.parse import urlencode
 import psycopg
 from eventsourcing.persistence import Tracking
 
-from adapters.client.dream_client import DreamClient
 from adapters.settings import Settings
 from adapters.store.view_batches import open_view
 from application.access import BOOTSTRAP_ADMIN
@@ -27,6 +26,7 @@ from domain.dream_request import DreamOperation
 from domain.dream_run import OUTCOMES, RunOutcome, RunStatus, principal_key
 from domain.ids import dream_run_aggregate_id, dream_run_id
 from domain.refs import ArtifactFamily
+from dream_client import DreamClient
 from projections.runs import COLUMNS, RUNS, NewRun, RunsView
 from projections.times import to_micros
 

@@ -32,7 +32,6 @@ from typing import Any
 
 import httpx
 
-from adapters.client.dream_client import DreamClient
 from adapters.settings import Settings
 from benchmarks.core import benchmark_parser, fmt, report_header, say_unless_json
 from benchmarks.dream_admissions import (
@@ -45,6 +44,7 @@ from benchmarks.dream_admissions import (
 )
 from benchmarks.dream_workload import REQUEST_TIMEOUT_S
 from benchmarks.http import Server, running_server
+from dream_client import DreamClient
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "observability.json"
 SHARED_SCOPE = next(case for case in ADMIT_CASES if case.shared)

@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
-from adapters.client.dream_client import DreamClient
 from adapters.http.processes import PROCESS_HEADER
 from benchmarks.dream_admissions import (
     ADMISSIONS_PER_SCOPE,
@@ -32,6 +31,7 @@ from benchmarks.dream_workload import REQUEST_TIMEOUT_S
 from benchmarks.http import Call, Measurement, run_clients, send
 from benchmarks.lean_http import LeanConnection, lean_clients, resends, run_lean
 from benchmarks.scale_procs import ScaledServer, cpu_seconds, machine_ticks
+from dream_client import DreamClient
 
 SPREAD_SCOPES = 100
 MS = 1000.0

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 
-from adapters.client.dream_client import DreamClient
 from adapters.settings import Settings
 from adapters.store.view_batches import open_view
 from benchmarks.dream_admissions import admission, open_clients, prepare_scope
@@ -25,6 +24,7 @@ from benchmarks.scale_procs import (
     rss_mb,
     scaled_server,
 )
+from dream_client import DreamClient
 from projections.runs import RUNS, RunSummary, RunsView
 
 DRAIN_SCOPES = 100  # a scope executes one run at a time, so the burst is spread over many

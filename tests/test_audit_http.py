@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters.client.dream_client import DreamClient
 from adapters.settings import Settings
 from adapters.store.view_batches import open_view
-from domain.errors import InvalidRequestError
 from domain.policy import Caller
 from domain.refs import ArtifactRef
+from dream_client import DreamClient
+from dream_client.errors import InvalidRequestError
 from projections.review_inbox import REVIEW_INBOX
 from tests.conftest import LiveApi
 from tests.test_cli import dream
@@ -49,7 +49,7 @@ def approved_lesson(carl: DreamClient, vera: DreamClient) -> ArtifactRef:
                             proposal=EXPERIENCE, reason="seen in pay-1", sources=[TASK])
     approved = vera.candidates.approve("team", "c-1", expected_version=1)
     assert approved.result is not None
-    return approved.result.to_domain()
+    return ArtifactRef.from_dict(approved.result.model_dump())
 
 
 def test_history_names_who_acted_and_travels_back_in_time(
@@ -174,7 +174,7 @@ def test_impact_of_a_source_reaches_everything_built_on_it_that_the_caller_may_r
                             proposal=EXPERIENCE, reason="seen", memory_citations=[citation])
     approved = vera.candidates.approve("team", "c-1", expected_version=1)
     assert approved.result is not None
-    lesson = approved.result.to_domain()
+    lesson = ArtifactRef.from_dict(approved.result.model_dump())
 
     impact = carl.audit.impact("team", "source", "task/pay-1", after=approved.position)
     found = {(d.kind, d.key): d.depth for d in impact.dependents}

@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from adapters.client.dream_client import DreamClient
 from benchmarks.durability_processes import Service, Store
+from dream_client import DreamClient
 from tests.conftest import LiveApi
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.client.dream_client import DreamClient
-from adapters.client.errors import ApiError
 from adapters.generators.factory import GeneratorRegistry
 from domain.dream_request import DreamRequest
 from domain.refs import ArtifactRef, Lineage, SourceRef
+from dream_client import DreamClient
+from dream_client.errors import ApiError
 from tests.conftest import LiveApi
 from tests.dream_support import ScriptedModel
 

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from adapters.client.dream_client import DreamClient
 from benchmarks.dream_admissions import ConflictResends, admission, prepare_scope
 from benchmarks.http import Call, Server
 from benchmarks.lean_http import (
@@ -25,6 +24,7 @@ from benchmarks.lean_http import (
     resends,
     run_lean,
 )
+from dream_client import DreamClient
 from tests.conftest import LiveApi
 
 

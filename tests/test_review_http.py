@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.client.dream_client import DreamClient
-from adapters.client.errors import ApiError
-from domain import errors as domain
 from domain.access import Resource
 from domain.policy import Caller
+from dream_client import DreamClient
+from dream_client import errors as client_errors
+from dream_client.errors import ApiError
 from projections.catalog import READ_MODELS
 from tests.conftest import LiveApi
 
@@ -89,7 +89,7 @@ def test_the_review_flow_from_proposal_to_a_skill_package(team: Team) -> None:
     replay = http.post(f"{S}/candidates", json=body)
     assert replay.status_code == 200
     assert replay.json() == proposed  # the same answer, position included
-    with pytest.raises(domain.CandidateExistsError):
+    with pytest.raises(client_errors.CandidateExistsError):
         carl.candidates.propose("team", candidate_id="pay-retries", family="experience",
                                 proposal=EXPERIENCE, reason="another reason",
                                 memory_citations=[team.citation])
@@ -132,7 +132,7 @@ def test_the_review_flow_from_proposal_to_a_skill_package(team: Team) -> None:
     assert team.position() == before
 
     # The contributor cannot approve its own Candidate; a reviewer can (contract.md#review).
-    with pytest.raises(domain.ForbiddenError) as forbidden:
+    with pytest.raises(client_errors.ForbiddenError) as forbidden:
         carl.candidates.approve("team", "pay-retries", expected_version=4)
     assert isinstance(forbidden.value, ApiError)
     assert forbidden.value.status == 403
@@ -146,7 +146,7 @@ def test_the_review_flow_from_proposal_to_a_skill_package(team: Team) -> None:
     assert again.result == approved.result
     assert again.position is not None
     assert again.position <= approved.position
-    with pytest.raises(domain.CandidateTerminalError):
+    with pytest.raises(client_errors.CandidateTerminalError):
         carl.candidates.revise("team", "pay-retries", expected_version=4, reason="too late")
     experience = team.admin.artifacts.get_revision(
         "team", family="experience", artifact_id=approved.result.artifact_id, revision=1)
@@ -317,7 +317,7 @@ def test_health_reports_every_read_model(team: Team) -> None:
 
 
 def test_refusals_are_typed_over_http(team: Team) -> None:
-    with pytest.raises(domain.CandidateNotFoundError) as missing:
+    with pytest.raises(client_errors.CandidateNotFoundError) as missing:
         team.rita.candidates.get("team", "ghost")
     assert isinstance(missing.value, ApiError)
     assert missing.value.status == 404

@@ -23,13 +23,13 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from adapters.client.dream_client import DreamClient
 from adapters.http.app import create_app
 from adapters.http.review_page import CONTENT_SECURITY_POLICY
 from adapters.http.server import running_server
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
 from domain.policy import Caller
+from dream_client import DreamClient
 from tests.conftest import LiveApi
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from adapters.client.dream_client import DreamClient
 from adapters.generators.factory import GeneratorRegistry
 from domain.dream_run import failure_reason
+from dream_client import DreamClient
 from tests.conftest import LiveApi
 from tests.dream_support import EXPERIENCE, ScriptedModel
 

@@ -23,8 +23,6 @@ import pytest
 
 import domain.errors as domain
 from adapters.cli.main import main
-from adapters.client.dream_client import DreamClient
-from adapters.client.errors import ApiError
 from adapters.http.app import create_app
 from adapters.http.server import running_server
 from adapters.settings import Settings
@@ -33,6 +31,9 @@ from application.access import token_hash
 from domain.ids import scope_aggregate_id
 from domain.policy import Caller
 from domain.principal import AccessToken, Principal
+from dream_client import DreamClient
+from dream_client import errors as client_errors
+from dream_client.errors import ApiError
 from tests.conftest import LiveApi
 
 SERVE_STARTUP_SECONDS = 60.0
@@ -109,7 +110,7 @@ def test_an_administrator_issues_lists_and_revokes_tokens(live_api: LiveApi) -> 
         error = refused(lambda token_id=token_id: admin.tokens.revoke(token_id))
         assert (error.status, error.code) == (404, "token_not_found")
     assert isinstance(refused(lambda: admin.tokens.revoke(scope_like)),
-                      domain.TokenNotFoundError)
+                      client_errors.TokenNotFoundError)
     assert live_api.dreaming.store.max_position() == head
     admin.close()
 

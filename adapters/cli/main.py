@@ -19,8 +19,8 @@ from adapters.cli import (
     run_commands,
     service_commands,
 )
-from adapters.client.errors import ApiError
 from domain.errors import DomainError
+from dream_client.errors import ApiError
 
 DESCRIPTION = ("Artifact Dreaming: turns an agent's work records into reviewed, reusable "
                "knowledge. `dream demo` runs the main job on the embedded store; `dream serve` "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.settings import Settings
 
 if TYPE_CHECKING:
-    from adapters.client.dream_client import DreamClient
+    from dream_client import DreamClient
 
 Commands = Any  # argparse's private _SubParsersAction
 AFTER_HELP = ("an event position the answer must include, e.g. a position `dream show` "
@@ -30,7 +30,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def client_from(args: argparse.Namespace) -> DreamClient:
     """A client for the API at ``--url``, with ``--token``, ``DREAM_TOKEN`` or the admin-token
     file of the data directory, whichever comes first."""
-    from adapters.client.dream_client import DreamClient  # noqa: PLC0415 - keeps the CLI start fast
+    from dream_client import DreamClient  # noqa: PLC0415 - keeps the CLI start fast
 
     settings = settings_from(args)
     token = args.token or settings.token or None  # an empty DREAM_TOKEN is no token

@@ -12,7 +12,7 @@ from domain.candidate import CANDIDATE_FAMILIES, CandidateStatus
 from domain.errors import InvalidRequestError
 
 if TYPE_CHECKING:
-    from adapters.http.schemas import CandidateEvidenceView, CandidateView
+    from dream_client.models import CandidateEvidenceView, CandidateView
 
 REVIEWABLE_FAMILIES = [family.value for family in CANDIDATE_FAMILIES]
 CANDIDATE_HELP = "the Candidate's id (`dream review list` shows them)"

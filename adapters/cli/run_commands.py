@@ -15,8 +15,8 @@ from domain.dream_run import RunStatus
 from domain.errors import InvalidRequestError
 
 if TYPE_CHECKING:
-    from adapters.client.dream_client import DreamClient
-    from adapters.http.schemas import DreamRunView
+    from dream_client import DreamClient
+    from dream_client.models import DreamRunView
 
 DEFAULT_WAIT_SECONDS = 300.0
 WAIT_POLL_SECONDS = 0.2

@@ -5,10 +5,16 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from adapters.client.connection import SubClient, api_path, path_segment, with_query
-from adapters.client.errors import HttpError
-from adapters.http.schemas import AuditView, ImpactView, KnowledgePage, SkillPackageView, TraceView
-from domain.refs import ArtifactFamily, ArtifactRef
+from dream_client.connection import (
+    ArtifactRefLike,
+    SubClient,
+    api_path,
+    as_json_object,
+    path_segment,
+    with_query,
+)
+from dream_client.errors import HttpError
+from dream_client.models import AuditView, ImpactView, KnowledgePage, SkillPackageView, TraceView
 
 
 @dataclass(frozen=True)
@@ -65,10 +71,12 @@ class AuditClient(SubClient):
             key, keep_slashes=True)
         return self._api.call(AuditView, "GET", with_query(path, as_of_version=as_of_version))
 
-    def trace(self, scope_id: str, ref: ArtifactRef) -> TraceView:
+    def trace(self, scope_id: str, ref: ArtifactRefLike) -> TraceView:
         """The provenance chain of one Artifact revision, down to exact entry versions."""
+        cited = as_json_object(ref)
         return self._api.call(TraceView, "GET", api_path(
-            "scopes", scope_id, "audit", "trace", ref.family, ref.artifact_id, ref.revision))
+            "scopes", scope_id, "audit", "trace", cited["family"], cited["artifact_id"],
+            cited["revision"]))
 
     def impact(self, scope_id: str, kind: str, key: str, *, max_depth: int | None = None,
                after: int | None = None) -> ImpactView:
@@ -79,5 +87,5 @@ class AuditClient(SubClient):
 
 
 def _package_path(scope_id: str, artifact_id: str, revision: int, *tail: str) -> str:
-    return api_path("scopes", scope_id, "artifacts", ArtifactFamily.SKILL, artifact_id,
+    return api_path("scopes", scope_id, "artifacts", "skill", artifact_id,
                     "revisions", revision, "package", *tail)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from adapters.client.connection import (
+from dream_client.connection import (
     ResourceLike,
     SubClient,
     api_path,
@@ -16,8 +16,7 @@ from adapters.client.connection import (
     with_query,
     without_none,
 )
-from adapters.http.schemas import RolesView, ScopeView
-from adapters.http.token_routes import IssuedTokenView, TokenChange, TokenPage
+from dream_client.models import IssuedTokenView, RolesView, ScopeView, TokenChange, TokenPage
 
 
 class ScopesClient(SubClient):

@@ -1,10 +1,10 @@
 """A typed Python client for the HTTP API: one sub-client per resource, one method per route,
 one exception per error code.
 
-Responses are the API's own response models (``adapters.http.schemas``). Every refusal raises
-an :class:`~adapters.client.errors.ApiError`; when the code belongs to a domain rule the
-exception is *also* an instance of that rule's :class:`domain.errors.DomainError` subclass, so
-``except ArtifactConflictError`` works the same in-process and over HTTP::
+Responses are the API's wire models, generated from ``docs/openapi.json`` into
+:mod:`dream_client.models`. Every refusal raises an :class:`~dream_client.errors.ApiError`
+subclass named for its code, so
+``except ArtifactConflictError`` catches a stale revision::
 
     with DreamClient("http://127.0.0.1:8000", token) as dream:
         dream.scopes.create("team")
@@ -22,13 +22,13 @@ from typing import Any, ClassVar
 
 import httpx
 
-from adapters.client.connection import Connection
-from adapters.client.errors import error_from
-from adapters.client.knowledge import AuditClient, KnowledgeClient
-from adapters.client.records import ArtifactsClient, MemoriesClient, SourcesClient
-from adapters.client.review import CandidatesClient, RunsClient
-from adapters.client.scopes import AccessClient, ScopesClient, TokensClient
-from adapters.http.schemas import Health
+from dream_client.connection import Connection
+from dream_client.errors import error_from
+from dream_client.knowledge import AuditClient, KnowledgeClient
+from dream_client.models import Health
+from dream_client.records import ArtifactsClient, MemoriesClient, SourcesClient
+from dream_client.review import CandidatesClient, RunsClient
+from dream_client.scopes import AccessClient, ScopesClient, TokensClient
 
 
 class DreamClient:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from adapters.client.connection import (
+from dream_client.connection import (
     ArtifactRefLike,
     CitationLike,
     LineageLike,
@@ -21,8 +21,7 @@ from adapters.client.connection import (
     ref_list,
     without_none,
 )
-from adapters.http.schemas import EntryVersionView, RevisionView, SourceView
-from domain.refs import ArtifactFamily
+from dream_client.models import EntryVersionView, RevisionView, SourceView
 
 
 class SourcesClient(SubClient):
@@ -137,7 +136,7 @@ class MemoriesClient(SubClient):
                 raise TypeError("pass either a citation or the explicit ids, not both")
             cited = as_json_object(citation)
             ref = cited["memory_ref"]
-            if ref.get("family", ArtifactFamily.MEMORY) != ArtifactFamily.MEMORY:
+            if ref.get("family", "memory") != "memory":
                 raise ValueError("a memory citation's memory_ref.family must be memory")
             memory_id, revision = ref["artifact_id"], ref["revision"]
             entry_id, entry_version_id = cited["entry_id"], cited["entry_version_id"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from adapters.client.connection import (
+from dream_client.connection import (
     ArtifactRefLike,
     CitationLike,
+    DreamRequestLike,
     SourceRefLike,
     SubClient,
     api_path,
+    as_json_object,
     optional_dict,
     optional_json_object,
     optional_ref_list,
@@ -18,7 +20,7 @@ from adapters.client.connection import (
     with_query,
     without_none,
 )
-from adapters.http.schemas import (
+from dream_client.models import (
     AutoDreamStatusView,
     CandidateEvidenceView,
     CandidatePage,
@@ -26,19 +28,20 @@ from adapters.http.schemas import (
     DreamRunPage,
     DreamRunView,
 )
-from domain.dream_request import DreamRequest
 
 
 class RunsClient(SubClient):
     """``client.runs``: request Dream runs and follow them."""
 
-    def request(self, scope_id: str, request: DreamRequest | Mapping[str, Any]) -> DreamRunView:
-        """Admit a run, or replay the run its idempotency key names (202 and 200 both decode)."""
-        if isinstance(request, DreamRequest):
-            body: dict[str, Any] = {**request.to_dict(),
-                                    "idempotency_key": request.idempotency_key}
-        else:
-            body = dict(request)
+    def request(self, scope_id: str, request: DreamRequestLike) -> DreamRunView:
+        """Admit a run, or replay the run its idempotency key names (202 and 200 both decode).
+
+        ``request``: a ``CreateDreamRun`` model, a mapping, or any object with ``to_dict()``;
+        an ``idempotency_key`` attribute is added because such objects may keep it apart."""
+        body = as_json_object(request)
+        key = getattr(request, "idempotency_key", None)
+        if isinstance(key, str):
+            body.setdefault("idempotency_key", key)
         return self._api.call(DreamRunView, "POST", api_path("scopes", scope_id, "dream"), body)
 
     def get(self, scope_id: str, run_id: str) -> DreamRunView:

@@ -5,29 +5,38 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 from urllib.parse import quote, urlencode
 
 import httpx
 from pydantic import BaseModel
 
-from adapters.client.errors import HttpError, error_from
-from adapters.http.schemas import (
+from dream_client.errors import HttpError, error_from
+from dream_client.models import (
     ArtifactRefBody,
+    CreateDreamRun,
     LineageBody,
     MemoryCitationBody,
     ResourceBody,
     SourceRefBody,
 )
-from domain.access import Resource
-from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 
-# Request values: a domain value object, the API's request model, or a plain mapping.
-SourceRefLike: TypeAlias = SourceRef | SourceRefBody | Mapping[str, Any]
-ArtifactRefLike: TypeAlias = ArtifactRef | ArtifactRefBody | Mapping[str, Any]
-CitationLike: TypeAlias = MemoryCitation | MemoryCitationBody | Mapping[str, Any]
-LineageLike: TypeAlias = Lineage | LineageBody | Mapping[str, Any]
-ResourceLike: TypeAlias = Resource | ResourceBody | Mapping[str, Any]
+
+@runtime_checkable
+class HasToDict(Protocol):
+    """Any value object that renders itself as a JSON object (the server's domain objects do),
+    accepted by duck typing so the client never imports the server."""
+
+    def to_dict(self) -> Mapping[str, Any]: ...
+
+
+# Request values: the API's generated request model, a plain mapping, or a HasToDict object.
+SourceRefLike: TypeAlias = SourceRefBody | Mapping[str, Any] | HasToDict
+ArtifactRefLike: TypeAlias = ArtifactRefBody | Mapping[str, Any] | HasToDict
+CitationLike: TypeAlias = MemoryCitationBody | Mapping[str, Any] | HasToDict
+LineageLike: TypeAlias = LineageBody | Mapping[str, Any] | HasToDict
+ResourceLike: TypeAlias = ResourceBody | Mapping[str, Any] | HasToDict
+DreamRequestLike: TypeAlias = CreateDreamRun | Mapping[str, Any] | HasToDict
 
 View = TypeVar("View", bound=BaseModel)
 
@@ -72,7 +81,7 @@ class SubClient:
 
 
 def as_json_object(value: Any) -> dict[str, Any]:
-    """A domain value object, request model or mapping as a JSON object."""
+    """A request model, mapping or ``to_dict()`` object as a JSON object."""
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, Mapping):
