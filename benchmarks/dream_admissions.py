@@ -19,11 +19,11 @@ from benchmarks.http import (
     Session,
     resending,
     run_clients,
-    write_conflict,
 )
 from domain.dream_request import DreamOperation
 from domain.refs import ArtifactFamily, Lineage
 from dream_client import DreamClient
+from dream_client.retrying import write_conflict
 
 ADMISSIONS_PER_SCOPE = 900  # then a fresh scope, well inside MAX_PENDING
 EXPERIENCES = 4

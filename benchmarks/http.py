@@ -51,6 +51,7 @@ from benchmarks.core import (
     say_unless_json,
 )
 from devkit.throwaway_postgres import PostgresUnavailableError, free_port
+from dream_client import retrying
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "http.json"
 HOST = "127.0.0.1"
@@ -61,8 +62,7 @@ STOP_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 60.0
 T = TypeVar("T")
 R = TypeVar("R")
-CONFLICT = 409
-MAX_RESENDS = 100  # re-sends of one request after 409 write_conflict
+MAX_RESENDS = 100  # re-sends of one request after 409 write_conflict: at once, to measure
 LOG_TAIL_CHARS = 2000
 MS = 1000.0
 ENTRY_TEXT = "The user prefers short answers with one runnable example."
@@ -274,26 +274,10 @@ class Measurement(RoundMedians):
         return [len(r) / wall for r, wall in zip(self.rounds, self.walls, strict=True)]
 
 
-def write_conflict(status: int, body: Callable[[], bytes]) -> bool:
-    """Whether an answer is a 409 ``write_conflict``: the server stored nothing, so a client
-    may send the request again (``body`` is read only for a 409)."""
-    if status != CONFLICT:
-        return False
-    try:
-        return bool(json.loads(body())["error"]["code"] == "write_conflict")
-    except (ValueError, KeyError, TypeError):
-        return False
-
-
 def resending(exchange: Callable[[], R], conflict: Callable[[R], bool]) -> tuple[R, int]:
-    """``exchange()``, again after each answer that is a ``conflict``, as a client should once
-    the server's own retries ran out (at most ``MAX_RESENDS`` times): the last answer and how
-    many times the request was sent again."""
-    for resent in range(MAX_RESENDS):
-        answer = exchange()
-        if not conflict(answer):
-            return answer, resent
-    return exchange(), MAX_RESENDS
+    """The client's re-send on ``write_conflict``, at once and up to ``MAX_RESENDS`` times:
+    a benchmark measures what a client that insists meets."""
+    return retrying.resending(exchange, conflict, MAX_RESENDS)
 
 
 def timed_calls(sender: Callable[[T], object], calls: Sequence[T],

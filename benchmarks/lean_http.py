@@ -23,7 +23,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from benchmarks.http import Call, Server, resending, run_plans, write_conflict
+from benchmarks.http import Call, Server, resending, run_plans
+from dream_client.retrying import write_conflict
 
 HEADER_END = b"\r\n\r\n"
 READ_SIZE = 65536

@@ -3,7 +3,8 @@ or typed errors back. Every sub-client sends through one shared :class:`Connecti
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 from urllib.parse import quote, urlencode
@@ -19,6 +20,13 @@ from dream_client.models import (
     MemoryCitationBody,
     ResourceBody,
     SourceRefBody,
+)
+from dream_client.retrying import (
+    MAX_WAITS,
+    conflict_pause,
+    resending,
+    retry_after,
+    write_conflict,
 )
 
 
@@ -61,11 +69,31 @@ class Connection:
 
     def send(self, method: str, path: str, *, json: Any = None,
              accept: str | None = None) -> httpx.Response:
-        """Send one request; the response if successful, else raise its typed error."""
+        """Send one request; the response if successful, else raise its typed error. A
+        request the server stored nothing of is sent again when it says so (see
+        :mod:`dream_client.retrying`)."""
         headers = None if accept is None else {"Accept": accept}
-        response = self.http.request(method, path, json=json, headers=headers)
+
+        def exchange() -> httpx.Response:
+            return self.http.request(method, path, json=json, headers=headers)
+
+        response = self._after_waits(lambda: resending(
+            exchange, lambda answer: write_conflict(answer.status_code, answer.read),
+            pause=conflict_pause)[0])
         if not response.is_success:
             raise error_from(response)
+        return response
+
+    @staticmethod
+    def _after_waits(send: Callable[[], httpx.Response]) -> httpx.Response:
+        """``send()``, again after each 429 or 503 that names a ``Retry-After`` (bounded)."""
+        response = send()
+        for _ in range(MAX_WAITS):
+            wait = retry_after(response.status_code, response.headers)
+            if wait is None:
+                break
+            time.sleep(wait)
+            response = send()
         return response
 
     def call(self, view: type[View], method: str, path: str, json: Any = None) -> View:
