@@ -18,7 +18,9 @@ export type DreamRunView = Schemas["DreamRunView"];
 export type CandidateView = Schemas["CandidateView"];
 export type KnowledgePage = Schemas["KnowledgePage"];
 export type CreateScope = Schemas["CreateScope"];
-export type RecordSource = Schemas["RecordSource"];
+/** The generated type marks fields with a server default as required; here they are optional. */
+type OptionalKeys<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
+export type RecordSource = OptionalKeys<Schemas["RecordSource"], "eligibility" | "sub_agent">;
 export type CreateMemory = Schemas["CreateMemory"];
 export type AddEntry = Schemas["AddEntry"];
 export type CreateDreamRun = Schemas["CreateDreamRun"];
@@ -212,7 +214,8 @@ export function createDreamClient(options: DreamClientOptions) {
         call(() =>
           api.POST("/v1/scopes/{scope_id}/sources", {
             params: { path: { scope_id: scopeId } },
-            body,
+            // the server fills in what is left out
+            body: body as Schemas["RecordSource"],
           }),
         ),
     },
