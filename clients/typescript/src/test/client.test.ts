@@ -24,6 +24,17 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** The server's environment: no inherited DREAM_* setting (no shared database, access
+ * enforced, the default generator), and a fresh data directory. */
+function serverEnv(dataDir: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!name.startsWith("DREAM_")) env[name] = value;
+  }
+  env.DREAM_DATA_DIR = dataDir;
+  return env;
+}
+
 const sleep = (ms: number) => new Promise<void>((ok) => setTimeout(ok, ms));
 
 describe("against a live dream serve", () => {
@@ -39,7 +50,7 @@ describe("against a live dream serve", () => {
     baseUrl = `http://127.0.0.1:${port}`;
     server = spawn(python, ["-m", "adapters.cli", "serve", "--port", String(port)], {
       cwd: repoRoot,
-      env: { ...process.env, DREAM_DATA_DIR: dataDir },
+      env: serverEnv(dataDir),
       stdio: ["ignore", "pipe", "pipe"],
     });
     server.stdout?.on("data", (chunk) => (output += chunk));
