@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -54,13 +55,21 @@ class Agent:
 
     session: ClientSession
     notices: list[str] = field(default_factory=list)
+    answers: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     async def call(self, name: str, **arguments: Any) -> dict[str, Any]:
         result = await self.session.call_tool(name, arguments)
         assert not result.is_error, (name, result.structured_content)
         answer: dict[str, Any] = result.structured_content
         assert json.loads(result.content[0].text) == answer  # type: ignore[union-attr]
+        self.answers.append((name, answer))
         return answer
+
+    def check_answers(self) -> None:
+        """Every structured result this session received matches its tool's outputSchema."""
+        assert self.answers
+        for name, answer in self.answers:
+            jsonschema.validate(answer, TOOLS[name].output_schema())
 
     async def refused(self, name: str, **arguments: Any) -> dict[str, Any]:
         """The error of a call that must fail: the REST API's envelope."""
@@ -267,6 +276,10 @@ def test_every_tool_is_described_with_the_route_schemas() -> None:
         assert schema["type"] == "object"
         assert schema["additionalProperties"] is False
         assert "scope_id" in schema["properties"]
+        output = tool["outputSchema"]
+        assert output == TOOLS[tool["name"]].answer.model_json_schema(mode="serialization")
+        assert output["type"] == "object"
+        jsonschema.Draft202012Validator.check_schema(output)
     record = next(t for t in tool_list(with_review=False) if t.name == "record_source")
     assert {"source_type", "source_id", "attempt_id", "text"} <= set(
         record.input_schema["properties"])
@@ -293,6 +306,8 @@ def test_the_agent_loop_over_stdio(settings: Settings, enforced_app: Dreaming,
                 stdio_agent(agent_env(settings, people.reviewer, DREAM_WORKERS="0"),
                             tmp_path / "reviewer.log") as reviewer:
             await agent_loop(agent, reviewer)
+            agent.check_answers()
+            reviewer.check_answers()
 
     anyio.run(scenario)
 

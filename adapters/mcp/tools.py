@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_type_hints
 
 from fastapi import Response
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
@@ -66,11 +66,20 @@ class ToolSpec:
     read_only: bool = False
     review: bool = False  # a review decision: offered only as the deployment allows
 
+    @property
+    def answer(self) -> type[BaseModel]:
+        """The response model the tool answers with: its run function's return type."""
+        model: type[BaseModel] = get_type_hints(self.run)["return"]
+        return model
+
+    def output_schema(self) -> dict[str, Any]:
+        """The JSON schema of the tool's structured result, as the answer is serialised."""
+        return self.answer.model_json_schema(mode="serialization")
+
     def tool(self) -> Tool:
-        # No output schema: the answers are the REST API's (docs/openapi.json), and their
-        # schemas would multiply what a model reads before its first call.
         return Tool(name=self.name, title=self.title, description=self.description,
                     input_schema=self.arguments.model_json_schema(),
+                    output_schema=self.output_schema(),
                     annotations=ToolAnnotations(read_only_hint=self.read_only,
                                                 destructive_hint=False))
 
