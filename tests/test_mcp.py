@@ -234,6 +234,11 @@ async def agent_loop(agent: Agent, reviewer: Agent) -> None:
     skill = await dream_and_approve(agent, reviewer, "mcp-skill", operation="derive_skill",
                                     artifacts=[lesson])
     await load_skill(agent, skill)
+    status = await agent.call("get_scope_status")
+    assert status["scope_id"] == "team"
+    assert status["pending_candidates"] == 0  # both approved
+    assert status["queued_runs"] == status["running_runs"] == 0
+    assert {gate["name"] for gate in status["auto"]["gates"]}
 
 
 async def load_skill(agent: Agent, skill: dict[str, Any]) -> None:

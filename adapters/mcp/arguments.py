@@ -159,3 +159,7 @@ class ApproveArguments(ApproveCandidate, OfCandidate):
 
 class RejectArguments(RejectCandidate, OfCandidate):
     pass
+
+
+class ScopeStatusArguments(InScope):
+    pass

@@ -10,12 +10,13 @@ from typing import Any, get_type_hints
 
 from fastapi import Response
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from adapters.http.dependencies import Authenticated
 from adapters.http.errors import Problem, error_body, problem_of, shape_problem
 from adapters.http.routes import audit, knowledge, records, review, runs
 from adapters.http.schemas import (
+    AutoDreamStatusView,
     CandidatePage,
     CandidateView,
     DreamRunPage,
@@ -33,6 +34,7 @@ from application.bootstrap import Dreaming
 from domain.access import Action
 from domain.errors import DomainError
 from domain.policy import Caller
+from projections.auto_records import AUTO_RECORDS
 from projections.knowledge import KNOWLEDGE
 from projections.review_inbox import REVIEW_INBOX
 from projections.runs import RUNS
@@ -164,6 +166,37 @@ def _reject(call: Call, args: a.RejectArguments) -> CandidateView:
                                    call.bearer)
 
 
+class ScopeStatusView(BaseModel):
+    """A scope at a glance: automatic dreaming's gates, the review inbox, the run queue."""
+
+    scope_id: str
+    auto: AutoDreamStatusView = Field(description="Automatic dreaming, as `dream auto status`.")
+    pending_candidates: int = Field(description="Candidates awaiting review.")
+    queued_runs: int
+    running_runs: int
+
+
+def _count_runs(call: Call, status: str) -> int:
+    view = call.deployment.view(RUNS)()
+    count, cursor = 0, None
+    while True:
+        summaries, cursor = view.list_runs(call.scope_id, status=status, cursor=cursor)
+        count += len(summaries)
+        if cursor is None:
+            return count
+
+
+def _scope_status(call: Call, args: a.ScopeStatusArguments) -> ScopeStatusView:
+    scope = call.app.records.get_scope(call.caller, call.scope_id)
+    auto = AutoDreamStatusView.of(call.app.auto.status_of(scope,
+                                                          call.deployment.view(AUTO_RECORDS)()))
+    return ScopeStatusView(scope_id=call.scope_id, auto=auto,
+                           pending_candidates=call.deployment.view(REVIEW_INBOX)().count(
+                               call.scope_id),
+                           queued_runs=_count_runs(call, "queued"),
+                           running_runs=_count_runs(call, "running"))
+
+
 # -- the tools, as a model reads them -------------------------------------------------------
 
 _WRITES = [
@@ -233,6 +266,10 @@ _READS = [
         "it, the Dream run, its frozen manifest, and the exact Memory entry versions and "
         "Sources, each with whether it is still usable now."), a.RevisionArguments,
         _trace, read_only=True),
+    ToolSpec("get_scope_status", "Get a scope's status", (
+        "A scope at a glance: whether automatic dreaming is due and each of its gates, how "
+        "many Candidates await review, and how many Dream runs are queued or running."),
+        a.ScopeStatusArguments, _scope_status, read_only=True),
 ]
 _DECISIONS = [
     ToolSpec("approve_candidate", "Approve a Candidate", (
