@@ -234,6 +234,8 @@ async def agent_loop(agent: Agent, reviewer: Agent) -> None:
     skill = await dream_and_approve(agent, reviewer, "mcp-skill", operation="derive_skill",
                                     artifacts=[lesson])
     await load_skill(agent, skill)
+    refused = await agent.refused("create_scope", scope_id="elsewhere")
+    assert refused["code"] == "forbidden"  # as POST /v1/scopes answers a non-administrator
     status = await agent.call("get_scope_status")
     assert status["scope_id"] == "team"
     assert status["pending_candidates"] == 0  # both approved

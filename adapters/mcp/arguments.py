@@ -13,6 +13,7 @@ from adapters.http.schemas import (
     ApproveCandidate,
     CreateDreamRun,
     CreateMemory,
+    CreateScope,
     DeactivateEntry,
     RecordSource,
     RejectCandidate,
@@ -163,3 +164,7 @@ class RejectArguments(RejectCandidate, OfCandidate):
 
 class ScopeStatusArguments(InScope):
     pass
+
+
+class CreateScopeArguments(CreateScope, InScope):
+    """The scope to create is ``scope_id`` itself (no default applies)."""

@@ -24,6 +24,7 @@ from adapters.http.schemas import (
     EntryVersionView,
     KnowledgePage,
     RevisionView,
+    ScopeView,
     SourceView,
     TraceView,
 )
@@ -87,6 +88,10 @@ class ToolSpec:
 
 
 # -- what each tool runs: its route's function ----------------------------------------------
+
+def _create_scope(call: Call, args: a.CreateScopeArguments) -> ScopeView:
+    return records.create_scope(args, call.app, call.bearer)
+
 
 def _record_source(call: Call, args: a.RecordSourceArguments) -> SourceView:
     return records.record_source(call.scope_id, args, call.app, call.bearer, Response())
@@ -200,6 +205,10 @@ def _scope_status(call: Call, args: a.ScopeStatusArguments) -> ScopeStatusView:
 # -- the tools, as a model reads them -------------------------------------------------------
 
 _WRITES = [
+    ToolSpec("create_scope", "Create a scope", (
+        "Create a scope (deployment administrators only; anyone else is refused with the "
+        "code the REST API gives, forbidden): the space every other tool acts in. Give its "
+        "scope_id and, optionally, its settings."), a.CreateScopeArguments, _create_scope),
     ToolSpec("record_source", "Record a task Source", (
         "Record what happened in one attempt at a task, as a Source: the raw evidence Dream "
         "runs learn from. Give a source_type (e.g. \"task\"), a stable source_id, the "
