@@ -166,5 +166,5 @@ class ScopeStatusArguments(InScope):
     pass
 
 
-class CreateScopeArguments(CreateScope, InScope):
+class CreateScopeArguments(CreateScope, InScope):  # type: ignore[misc]
     """The scope to create is ``scope_id`` itself (no default applies)."""
