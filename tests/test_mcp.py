@@ -511,3 +511,22 @@ def test_without_a_default_scope_calls_name_their_scope(settings: Settings,
             assert (await agent.session.list_resources()).resources == []
 
     anyio.run(scenario)
+
+
+def test_an_administrator_creates_a_scope_over_mcp(settings: Settings, enforced_app: Dreaming,
+                                                   tmp_path: Path) -> None:
+    admin_token = enforced_app.access.bootstrap_admin()
+    assert admin_token is not None
+
+    async def scenario() -> dict[str, Any]:
+        async with stdio_agent(agent_env(settings, admin_token, DREAM_WORKERS="0"),
+                               tmp_path / "admin.log") as admin:
+            created: dict[str, Any] = await admin.call("create_scope", scope_id="fresh")
+            refused = await admin.refused("create_scope", scope_id="fresh")
+            assert refused["code"] == "scope_exists"  # as POST /v1/scopes answers again
+            admin.check_answers()
+            return created
+
+    created = anyio.run(scenario)
+    assert created["scope_id"] == "fresh"
+    assert enforced_app.records.get_scope(LOCAL, "fresh").scope_id == "fresh"
