@@ -20,7 +20,6 @@ from adapters.cli import (
     service_commands,
 )
 from domain.errors import DomainError
-from dream_client.errors import ApiError
 
 DESCRIPTION = ("Artifact Dreaming: turns an agent's work records into reviewed, reusable "
                "knowledge. `dream demo` runs the main job on the embedded store; `dream serve` "
@@ -54,15 +53,25 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.handler(args)
-    except (DomainError, ApiError) as error:
+    except DomainError as error:
         _print_error(error.code, error.message, error.details)
         return 1
     except Exception as error:
+        if _refused_by_the_api(error):
+            _print_error(error.code, error.message, error.details)  # type: ignore[attr-defined]
+            return 1
         if not _unreachable(error):
             raise
         _print_error("connection_failed", f"could not reach the API: {error}", {})
         return 1
     return code
+
+
+def _refused_by_the_api(error: Exception) -> bool:
+    """An error the API answered. Only the commands that call the API load the client (and
+    with it the HTTP stack): `dream worker` and the other store commands start without it."""
+    errors = sys.modules.get("dream_client.errors")
+    return errors is not None and isinstance(error, errors.ApiError)
 
 
 def _unreachable(error: Exception) -> bool:

@@ -371,6 +371,42 @@ class UnsafeDataDirError(ApiError):
     code = "unsafe_data_dir"
 
 
+class BackupRefusedError(ApiError):
+    """A backup or restore that would overwrite something, or a store it does not cover."""
+
+    code = "backup_refused"
+
+
+class BackupInvalidError(ApiError):
+    """A backup that is not whole or was changed since it was taken."""
+
+    code = "backup_invalid"
+
+
+class BundleInvalidError(ApiError):
+    """An export bundle cut or edited somewhere, or not a bundle at all."""
+
+    code = "bundle_invalid"
+
+
+class ImportConflictError(ApiError):
+    """An import into a scope that exists, or over a history that diverged."""
+
+    code = "import_conflict"
+
+
+class MigrationRefusedError(ApiError):
+    """A migration whose source and target are the same store."""
+
+    code = "migration_refused"
+
+
+class MigrationConflictError(ApiError):
+    """A migration target holding events that are not the source's."""
+
+    code = "migration_conflict"
+
+
 _CODED_ERRORS: tuple[type[ApiError], ...] = tuple(
     cls for cls in list(globals().values())
     if isinstance(cls, type) and issubclass(cls, ApiError) and cls is not ApiError)
