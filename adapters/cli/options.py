@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.settings import Settings
+from domain.errors import InvalidRequestError
 
 if TYPE_CHECKING:
     from dream_client import DreamClient
@@ -56,3 +58,20 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
                                            "default ./.dream)")
     parser.add_argument("--database-url", help="a postgresql:// URL: use PostgreSQL instead of "
                                                "the embedded store (DREAM_DATABASE_URL)")
+
+
+def json_value(raw: str, option: str) -> Any:
+    """An option's JSON: inline, or ``@path`` to a file holding it."""
+    try:
+        return json.loads(Path(raw[1:]).read_text() if raw.startswith("@") else raw)
+    except (OSError, ValueError) as error:
+        raise InvalidRequestError(f"{option} is not readable JSON: {error}",
+                                  field=option) from None
+
+
+def split_pair(value: str, option: str, first: str, second: str) -> dict[str, str]:
+    """``A/B`` as ``{first: A, second: B}`` (B may hold more slashes)."""
+    head, slash, tail = value.partition("/")
+    if not slash or not head or not tail:
+        raise InvalidRequestError(f"{option} {value!r} must look like A/B", field=option)
+    return {first: head, second: tail}

@@ -11,7 +11,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.cli.options import Commands, add_client_options, client_from
+from adapters.cli.options import (
+    Commands,
+    add_client_options,
+    client_from,
+    json_value,
+    split_pair,
+)
 from domain.errors import InvalidRequestError
 from domain.source import Eligibility
 
@@ -25,11 +31,7 @@ def _json_object(raw: str | None, option: str) -> dict[str, Any] | None:
     """An option's JSON object: inline, or ``@path`` to a file; None if absent."""
     if raw is None:
         return None
-    try:
-        value = json.loads(Path(raw[1:]).read_text() if raw.startswith("@") else raw)
-    except (OSError, ValueError) as error:
-        raise InvalidRequestError(f"{option} is not readable JSON: {error}",
-                                  field=option) from None
+    value = json_value(raw, option)
     if not isinstance(value, dict):
         raise InvalidRequestError(f"{option} must be a JSON object", field=option)
     return value
@@ -50,13 +52,7 @@ def _text(args: argparse.Namespace) -> str | None:
 
 def _source_refs(values: list[str] | None) -> list[dict[str, str]]:
     """``--source TYPE/ID`` options as Source references (an id may hold more slashes)."""
-    refs = []
-    for value in values or []:
-        source_type, slash, source_id = value.partition("/")
-        if not slash or not source_type or not source_id:
-            raise InvalidRequestError(f"--source {value!r} must be TYPE/ID", field="--source")
-        refs.append({"source_type": source_type, "source_id": source_id})
-    return refs
+    return [split_pair(value, "--source", "source_type", "source_id") for value in values or []]
 
 
 def _print_json(view: BaseModel) -> None:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.cli.options import AFTER_HELP, CURSOR_HELP, Commands, add_client_options, client_from
+from adapters.cli.options import (
+    AFTER_HELP,
+    CURSOR_HELP,
+    Commands,
+    add_client_options,
+    client_from,
+    json_value,
+)
 from domain.candidate import CANDIDATE_FAMILIES, CandidateStatus
 from domain.errors import InvalidRequestError
 
@@ -28,12 +34,7 @@ def _json_option(args: argparse.Namespace, name: str) -> Any:
     if raw is None:
         return None
     option = "--" + name.replace("_", "-")
-    try:
-        text = Path(raw[1:]).read_text() if raw.startswith("@") else raw
-        value = json.loads(text)
-    except (OSError, ValueError) as error:
-        raise InvalidRequestError(f"{option}-json is not readable JSON: {error}",
-                                  field=f"{option}-json") from None
+    value = json_value(raw, f"{option}-json")
     expected = dict if name in ("proposal", "target") else list
     if not isinstance(value, expected) or (
             expected is list and not all(isinstance(item, dict) for item in value)):

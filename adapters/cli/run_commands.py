@@ -9,7 +9,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.cli.options import AFTER_HELP, CURSOR_HELP, Commands, add_client_options, client_from
+from adapters.cli.options import (
+    AFTER_HELP,
+    CURSOR_HELP,
+    Commands,
+    add_client_options,
+    client_from,
+    split_pair,
+)
 from domain.dream_request import DreamOperation
 from domain.dream_run import RunStatus
 from domain.errors import InvalidRequestError
@@ -63,22 +70,15 @@ def _request_body(args: argparse.Namespace, client: DreamClient) -> dict[str, An
         raise InvalidRequestError("give --request JSON, or --operation and --key",
                                   field="--operation")
     return {"operation": args.operation, "idempotency_key": args.key,
-            "sources": [_pair(value, "--source", "source_type", "source_id")
+            "sources": [split_pair(value, "--source", "source_type", "source_id")
                         for value in args.source or []],
             "memory_citations": [_citation(client, args.scope, value)
                                  for value in args.cite or []]}
 
 
-def _pair(value: str, option: str, first: str, second: str) -> dict[str, str]:
-    head, slash, tail = value.partition("/")
-    if not slash or not head or not tail:
-        raise InvalidRequestError(f"{option} {value!r} must look like A/B", field=option)
-    return {first: head, second: tail}
-
-
 def _citation(client: DreamClient, scope: str, value: str) -> dict[str, Any]:
     """``MEMORY/ENTRY`` as the exact citation of the entry's version in the Memory's head."""
-    ids = _pair(value, "--cite", "memory_id", "entry_id")
+    ids = split_pair(value, "--cite", "memory_id", "entry_id")
     memory = client.memories.get(scope, memory_id=ids["memory_id"])
     entry = (memory.manifest or {}).get(ids["entry_id"])
     if entry is None:
