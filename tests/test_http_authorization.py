@@ -423,6 +423,9 @@ MATRIX: list[tuple[str, Build, dict[str, int]]] = [
      lambda w, u: ("GET", f"{S}/provenance/impact?kind=source&key=task/hidden", None),
      read(**HIDDEN_READ)),
     # operations
+    ("GET /v1/ops/overview",
+     lambda w, u: ("GET", "/v1/ops/overview", None),
+     deployment_admin_only(200)),
     ("GET /healthz",
      lambda w, u: ("GET", "/healthz", None),
      everyone(200)),

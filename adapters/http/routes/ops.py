@@ -26,7 +26,7 @@ def healthz(request: Request, response: Response, app: App) -> Health:
     model retries a store error. ``reasons`` says why; it heals by itself."""
     reasons: list[str] = []
     head = _store_head(app, reasons)
-    views = {p.name: _projection_health(p, head, reasons)
+    views = {p.name: projection_health(p, head, reasons)
              for p in request.app.state.read_models.values()}
     if reasons:
         response.status_code = 503
@@ -47,8 +47,8 @@ def _store_head(app: Dreaming, reasons: list[str]) -> int | None:
         return None
 
 
-def _projection_health(projection: RunningProjection[Any], head: int | None,
-                       reasons: list[str]) -> ProjectionHealth:
+def projection_health(projection: RunningProjection[Any], head: int | None,
+                      reasons: list[str]) -> ProjectionHealth:
     status, position = projection.status(), projection.position()
     if not status.healthy:
         reasons.append(f"{projection.name}: {status.reason} "

@@ -231,6 +231,20 @@ class DreamRunSummary(BaseModel):
     )
 
 
+class DueScopeView(BaseModel):
+    first_pending: int = Field(
+        ...,
+        description="The oldest one's event position: the order in which the scheduler checks due scopes.",
+        title='First Pending',
+    )
+    pending: int = Field(
+        ...,
+        description='Records automatic dreaming counts after the cursor.',
+        title='Pending',
+    )
+    scope_id: str = Field(..., title='Scope Id')
+
+
 class ErrorBody(BaseModel):
     code: str = Field(..., title='Code')
     details: dict[str, Any] = Field(..., title='Details')
@@ -359,6 +373,15 @@ class IssuedTokenView(BaseModel):
     )
 
 
+class LatencyBucket(BaseModel):
+    calls: int = Field(
+        ..., description='Calls that took at most le (cumulative).', title='Calls'
+    )
+    le: float | None = Field(
+        ..., description='Upper bound in seconds (null: +Inf).', title='Le'
+    )
+
+
 class ManifestEntryView(BaseModel):
     content_hash: str = Field(..., title='Content Hash')
     entry_version_id: str = Field(..., title='Entry Version Id')
@@ -372,6 +395,26 @@ class MemoryCitationBody(BaseModel):
     entry_id: str = Field(..., title='Entry Id')
     entry_version_id: str = Field(..., title='Entry Version Id')
     memory_ref: ArtifactRefBody
+
+
+class ModelCallsView(BaseModel):
+    buckets: list[LatencyBucket] = Field(..., title='Buckets')
+    count: int = Field(..., description='Calls timed.', title='Count')
+    generator: str = Field(
+        ..., description='The generator kind (DREAM_GENERATOR).', title='Generator'
+    )
+    outcomes: dict[str, int] = Field(
+        ..., description='Calls by outcome: ok, or the error code.', title='Outcomes'
+    )
+    p50_seconds: float | None = Field(
+        ..., description='Upper bound of the median (its bucket).', title='P50 Seconds'
+    )
+    p95_seconds: float | None = Field(
+        ..., description='Upper bound of the 95th percentile.', title='P95 Seconds'
+    )
+    sum_seconds: float = Field(
+        ..., description='Their total time.', title='Sum Seconds'
+    )
 
 
 class ProjectionHealth(BaseModel):
@@ -460,6 +503,55 @@ class RolesView(BaseModel):
     scope_id: str = Field(..., title='Scope Id')
 
 
+class RunCountView(BaseModel):
+    runs: int = Field(..., title='Runs')
+    status: str = Field(
+        ..., description='queued, running, succeeded or failed', title='Status'
+    )
+    trigger: str = Field(..., description='request or automatic', title='Trigger')
+
+
+class Event(StrEnum):
+    """
+    accepted: admitted in that minute; succeeded, failed: ended in it.
+    """
+
+    accepted = 'accepted'
+    succeeded = 'succeeded'
+    failed = 'failed'
+
+
+class RunMinuteView(BaseModel):
+    event: Event = Field(
+        ...,
+        description='accepted: admitted in that minute; succeeded, failed: ended in it.',
+        title='Event',
+    )
+    minute: AwareDatetime = Field(
+        ..., description="The minute's start, UTC.", title='Minute'
+    )
+    runs: int = Field(..., title='Runs')
+    trigger: str = Field(..., description='request or automatic', title='Trigger')
+
+
+class ScopeInboxView(BaseModel):
+    pending: int = Field(
+        ..., description='Candidates waiting for review.', title='Pending'
+    )
+    scope_id: str = Field(..., title='Scope Id')
+
+
+class ScopeQueueView(BaseModel):
+    oldest_accepted_at: AwareDatetime = Field(..., title='Oldest Accepted At')
+    oldest_wait_seconds: float = Field(
+        ..., description='How long the oldest has waited.', title='Oldest Wait Seconds'
+    )
+    queued: int = Field(
+        ..., description='Runs admitted and not claimed yet.', title='Queued'
+    )
+    scope_id: str = Field(..., title='Scope Id')
+
+
 class ScopeView(BaseModel):
     position: int | None = Field(
         ...,
@@ -476,6 +568,18 @@ class SkillPackageView(BaseModel):
     )
     ref: ArtifactRefBody
     skill_md: str = Field(..., description='The SKILL.md text.', title='Skill Md')
+
+
+class SlotUse(BaseModel):
+    cap: int = Field(
+        ..., description='Slots of the pool, across the deployment.', title='Cap'
+    )
+    in_use: int = Field(..., description='Slots whose lease runs now.', title='In Use')
+    pool: str = Field(
+        ...,
+        description='generation (every run) or automatic (automatic runs).',
+        title='Pool',
+    )
 
 
 class SourceRefBody(BaseModel):
@@ -812,6 +916,63 @@ class LineageBody(BaseModel):
         None, title='Memory Citations'
     )
     sources: list[SourceRefBody] | None = Field(None, title='Sources')
+
+
+class OpsOverview(BaseModel):
+    """
+    The operations page's numbers, read now from the read models, the store, the host's
+    metrics and this process's workers.
+    """
+
+    activity: list[RunMinuteView] = Field(
+        ...,
+        description='Runs admitted and ended per minute since `since`, oldest first.',
+        title='Activity',
+    )
+    due: list[DueScopeView] = Field(
+        ..., description='Scopes automatic dreaming may find due now.', title='Due'
+    )
+    generated_at: AwareDatetime = Field(..., title='Generated At')
+    inboxes: list[ScopeInboxView] = Field(
+        ...,
+        description='Scopes with pending Candidates, the fullest inbox first.',
+        title='Inboxes',
+    )
+    minutes: int = Field(
+        ..., description='The window of `activity`, in minutes.', title='Minutes'
+    )
+    model_calls: list[ModelCallsView] = Field(
+        ...,
+        description='Model calls by generator kind, counted on this host since its processes started (as /metrics counts them).',
+        title='Model Calls',
+    )
+    position: int = Field(..., description="The store's head.", title='Position')
+    projections: dict[str, ProjectionHealth] = Field(
+        ...,
+        description="Each read model's position, lag behind the store and dead letters.",
+        title='Projections',
+    )
+    queues: list[ScopeQueueView] = Field(
+        ...,
+        description='Scopes with queued runs, the longest wait first.',
+        title='Queues',
+    )
+    runs: list[RunCountView] = Field(
+        ...,
+        description='Every run of the deployment, by status and trigger (the runs read model).',
+        title='Runs',
+    )
+    since: AwareDatetime = Field(
+        ..., description='The first minute of `activity`.', title='Since'
+    )
+    slots: list[SlotUse] = Field(
+        ...,
+        description='Generation slots of the deployment (empty: this process runs no workers).',
+        title='Slots',
+    )
+    workers: WorkerHealth | None = Field(
+        ..., description='null: this process runs no workers'
+    )
 
 
 class ProposeCandidate(BaseModel):
