@@ -22,6 +22,7 @@ from application.queries import ReadModelQueries
 from application.records import Records
 from application.review import Reviews
 from application.store import EventStore
+from application.webhooks import Webhooks
 from domain.policy import AccessPolicy
 
 
@@ -42,6 +43,7 @@ class Dreaming:
         self.audit = Audit(gate, self.records, self.runs, self.review)
         self.queries = ReadModelQueries(gate)
         self.auto = AutoDreaming(gate, self.runs, clock)
+        self.webhooks = Webhooks(gate, clock)
 
     @property
     def enforce_access(self) -> bool:

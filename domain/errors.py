@@ -302,3 +302,19 @@ class AutoWindowMismatchError(DomainError):
     """An automatic window change named a window that is not the scope's open one."""
 
     code = "auto_window_mismatch"
+
+
+class InvalidWebhookUrlError(DomainError):
+    """A webhook target that is not an absolute http(s) URL with a host."""
+
+    code = "invalid_webhook_url"
+
+
+class InvalidEventTypeError(DomainError):
+    """A webhook filter named an event type the feed never carries."""
+
+    code = "invalid_event_type"
+
+
+class WebhookNotFoundError(DomainError):
+    code = "webhook_not_found"

@@ -10,10 +10,12 @@ import signal
 import sys
 import threading
 import traceback
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from adapters.cli.options import Commands, add_store_options, settings_from
 from adapters.cli.stopping import stop_on_signals
@@ -194,7 +196,7 @@ def _worker(args: argparse.Namespace) -> int:
     view = None if app is None else when_store_answers(lambda: open_view(RUNS, settings), stop)
     try:
         if app is not None and view is not None:
-            with worker_pool(app, settings, view.claimable):
+            with worker_pool(app, settings, view.claimable), _webhook_delivery(app, settings):
                 print(f"dream worker: {settings.workers} threads, at most "
                       f"{settings.max_concurrent_generations} generations across the deployment",
                       file=sys.stderr, flush=True)
@@ -205,6 +207,23 @@ def _worker(args: argparse.Namespace) -> int:
         if app is not None:
             app.close()
     return 0
+
+
+@contextmanager
+def _webhook_delivery(app: Any, settings: Settings) -> Iterator[None]:
+    """Webhook deliveries beside the workers, reading the event feed another process hosts."""
+    from adapters.store.view_batches import open_view  # noqa: PLC0415
+    from adapters.store.webhook_outbox import webhook_outbox  # noqa: PLC0415
+    from adapters.workers.webhooks import WebhookDelivery  # noqa: PLC0415
+    from projections.event_feed import EVENT_FEED  # noqa: PLC0415
+
+    feed = open_view(EVENT_FEED, settings)
+    delivery = WebhookDelivery(app, webhook_outbox(settings), lambda: feed).start()
+    try:
+        yield
+    finally:
+        delivery.stop()
+        feed.close()
 
 
 def _project(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from adapters.http.limits import MAX_BODY_BYTES, BodyLimit
 from adapters.http.priority import CountRequests
 from adapters.http.review_page import review_page_router
 from adapters.http.routes import ops, router
+from adapters.http.routes.webhooks import webhooks_router
 from adapters.http.token_routes import tokens_router
 from adapters.mcp.http import PATH as MCP_PATH
 from adapters.mcp.http import McpEndpoint
@@ -28,10 +29,13 @@ from adapters.store.foreground import Foreground
 from adapters.store.projection_runtime import RunningProjection, start_projection
 from adapters.store.shared_feed import SharedFeed
 from adapters.store.view_host import view_lease
+from adapters.store.webhook_outbox import webhook_outbox
 from adapters.workers.pool import WorkerPool, worker_pool
+from adapters.workers.webhooks import WebhookDelivery
 from application.bootstrap import Dreaming
 from projections.auto_records import AUTO_RECORDS
 from projections.catalog import READ_MODELS
+from projections.event_feed import EVENT_FEED
 from projections.runs import RUNS
 
 log = logging.getLogger("dream.http")
@@ -70,6 +74,7 @@ class Background:
 
     read_models: dict[str, RunningProjection[Any]] = field(default_factory=dict)
     workers: WorkerPool | None = None
+    webhooks: WebhookDelivery | None = None
 
 
 @contextmanager
@@ -94,6 +99,12 @@ def background(dreaming: Dreaming, settings: Settings,
                 records.when_applied(pool.scheduler.wake)
             stack.callback(_stop_quietly, "the workers", pool.stop)
             parts.workers = pool
+            feed_model = parts.read_models[EVENT_FEED.name]
+            delivery = WebhookDelivery(dreaming, webhook_outbox(settings),
+                                       lambda: feed_model.view).start()
+            feed_model.when_applied(delivery.wake)  # a new event may be due somewhere
+            stack.callback(_stop_quietly, "the webhook deliveries", delivery.stop)
+            parts.webhooks = delivery
         yield parts
 
 
@@ -109,18 +120,21 @@ def create_app(dreaming: Dreaming, settings: Settings,
             api.state.read_models, api.state.workers = parts.read_models, parts.workers
             async with mcp.run():  # the MCP sessions end first, then the parts stop
                 yield
+        api.state.webhook_outbox.close()
         flush_tracing()  # the spans of the last requests and runs
 
     api = FastAPI(title="Artifact Dreaming", version=version("artifact-dreaming"),
                   description=DESCRIPTION, lifespan=lifespan)
     api.state.dreaming = dreaming
     api.state.read_wait_seconds = settings.read_wait_seconds
+    api.state.webhook_outbox = webhook_outbox(settings)  # opened on first use
     install_error_handlers(api)
     api.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     foreground = Foreground()
     api.add_middleware(CountRequests, foreground=foreground)
     api.include_router(router)
     api.include_router(tokens_router)
+    api.include_router(webhooks_router)
     api.include_router(ops)
     # MCP over streamable HTTP: an ASGI app of its own, outside the OpenAPI document.
     api.router.routes.append(Route(MCP_PATH, mcp.app, include_in_schema=False))

@@ -34,7 +34,7 @@ _STATUS_CODES: dict[int, tuple[str, ...]] = {
     404: ("not_found", "scope_not_found", "source_not_found", "artifact_not_found",
           "revision_not_found", "memory_entry_not_found", "reference_not_found",
           "candidate_not_found", "dream_not_found", "principal_not_found",
-          "aggregate_not_found", "token_not_found"),
+          "aggregate_not_found", "token_not_found", "webhook_not_found"),
     409: ("scope_exists", "source_conflict", "source_withdrawn", "artifact_exists",
           "artifact_conflict", "memory_entry_exists", "candidate_exists", "candidate_conflict",
           "candidate_terminal", "write_conflict", "idempotency_conflict", "principal_exists"),

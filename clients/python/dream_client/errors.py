@@ -407,6 +407,22 @@ class MigrationConflictError(ApiError):
     code = "migration_conflict"
 
 
+class InvalidWebhookUrlError(ApiError):
+    """A webhook target that is not an absolute http:// or https:// URL with a host."""
+
+    code = "invalid_webhook_url"
+
+
+class InvalidEventTypeError(ApiError):
+    """A webhook filter naming an event type the feed never carries."""
+
+    code = "invalid_event_type"
+
+
+class WebhookNotFoundError(ApiError):
+    code = "webhook_not_found"
+
+
 _CODED_ERRORS: tuple[type[ApiError], ...] = tuple(
     cls for cls in list(globals().values())
     if isinstance(cls, type) and issubclass(cls, ApiError) and cls is not ApiError)

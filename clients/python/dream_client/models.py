@@ -175,6 +175,59 @@ class CreateScope(BaseModel):
     settings: dict[str, Any] | None = Field(None, title='Settings')
 
 
+class CreateWebhook(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    event_types: list[str] | None = Field(
+        None,
+        description='Feed event names (`Candidate.Approved`) or whole aggregates (`Candidate.*`); empty: every event of the scope.',
+        max_length=64,
+        title='Event Types',
+    )
+    secret: str | None = Field(
+        None,
+        description='The HMAC-SHA256 key (16..256 printable ASCII characters); omitted: the server generates one. Answered only now.',
+        title='Secret',
+    )
+    url: str = Field(
+        ...,
+        description='Where events are POSTed: an absolute http:// or https:// URL.',
+        title='Url',
+    )
+
+
+class Status3(StrEnum):
+    active = 'active'
+    revoked = 'revoked'
+
+
+class CreatedWebhookView(BaseModel):
+    delivered_position: int = Field(
+        ...,
+        description='The feed position delivered up to.',
+        title='Delivered Position',
+    )
+    event_types: list[str] = Field(..., title='Event Types')
+    position: int | None = Field(
+        ..., description='The event position of this state.', title='Position'
+    )
+    scope_id: str = Field(..., title='Scope Id')
+    secret: str = Field(
+        ...,
+        description='The signing secret: shown this once, never again.',
+        title='Secret',
+    )
+    secret_fingerprint: str = Field(
+        ...,
+        description="`sha256:` and the first 16 hex digits of the secret's SHA-256; never the secret.",
+        title='Secret Fingerprint',
+    )
+    status: Status3 = Field(..., title='Status')
+    url: str = Field(..., title='Url')
+    webhook_id: str = Field(..., title='Webhook Id')
+
+
 class DeactivateEntry(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -184,12 +237,35 @@ class DeactivateEntry(BaseModel):
 
 
 class Outcome(StrEnum):
+    delivered = 'delivered'
+    failed = 'failed'
+    dead_letter = 'dead_letter'
+
+
+class DeliveryView(BaseModel):
+    attempt: int = Field(..., title='Attempt')
+    attempted_at: AwareDatetime = Field(..., title='Attempted At')
+    duration_ms: int = Field(..., title='Duration Ms')
+    error: str | None = Field(..., title='Error')
+    event: str = Field(..., title='Event')
+    outcome: Outcome = Field(..., title='Outcome')
+    position: int = Field(
+        ...,
+        description="The event's feed position (the Dream-Event-Id header).",
+        title='Position',
+    )
+    status_code: int | None = Field(
+        ..., description="The receiver's answer; null: none.", title='Status Code'
+    )
+
+
+class Outcome1(StrEnum):
     proposed = 'proposed'
     no_change = 'no_change'
     needs_evidence = 'needs_evidence'
 
 
-class Status3(StrEnum):
+class Status4(StrEnum):
     queued = 'queued'
     running = 'running'
     succeeded = 'succeeded'
@@ -212,7 +288,7 @@ class DreamRunSummary(BaseModel):
     completed_at: AwareDatetime | None = Field(..., title='Completed At')
     error: str | None = Field(..., title='Error')
     operation: str = Field(..., title='Operation')
-    outcome: Outcome | None = Field(..., title='Outcome')
+    outcome: Outcome1 | None = Field(..., title='Outcome')
     reason: str | None = Field(
         ...,
         description="Why the run ended as it did: for a failed run, a human sentence for its `error` code; on a single run also a succeeded run's reason; null while unfinished.",
@@ -222,7 +298,7 @@ class DreamRunSummary(BaseModel):
     run_id: str = Field(..., title='Run Id')
     scope_id: str = Field(..., title='Scope Id')
     started_at: AwareDatetime | None = Field(..., title='Started At')
-    status: Status3 = Field(..., title='Status')
+    status: Status4 = Field(..., title='Status')
     target: ArtifactRefBody | None
     trigger: Trigger = Field(
         ...,
@@ -294,7 +370,7 @@ class GrantRole(BaseModel):
     role: str = Field(..., title='Role')
 
 
-class Status5(StrEnum):
+class Status6(StrEnum):
     """
     degraded while the store cannot be reached, a read model cannot follow it (both: HTTP 503) or a read model holds dead letters (HTTP 200)
     """
@@ -674,6 +750,32 @@ class Usage(BaseModel):
     )
 
 
+class Status7(StrEnum):
+    active = 'active'
+    revoked = 'revoked'
+
+
+class WebhookView(BaseModel):
+    delivered_position: int = Field(
+        ...,
+        description='The feed position delivered up to.',
+        title='Delivered Position',
+    )
+    event_types: list[str] = Field(..., title='Event Types')
+    position: int | None = Field(
+        ..., description='The event position of this state.', title='Position'
+    )
+    scope_id: str = Field(..., title='Scope Id')
+    secret_fingerprint: str = Field(
+        ...,
+        description="`sha256:` and the first 16 hex digits of the secret's SHA-256; never the secret.",
+        title='Secret Fingerprint',
+    )
+    status: Status7 = Field(..., title='Status')
+    url: str = Field(..., title='Url')
+    webhook_id: str = Field(..., title='Webhook Id')
+
+
 class WorkerHealth(BaseModel):
     busy: int = Field(..., description='Generations running now.', title='Busy')
     capacity: int = Field(
@@ -796,6 +898,13 @@ class CreateDreamRun(BaseModel):
     target: ArtifactRefBody | None = None
 
 
+class DeliveryList(BaseModel):
+    delivered_position: int = Field(..., title='Delivered Position')
+    deliveries: list[DeliveryView] = Field(..., title='Deliveries')
+    scope_id: str = Field(..., title='Scope Id')
+    webhook_id: str = Field(..., title='Webhook Id')
+
+
 class DreamRunPage(BaseModel):
     next_cursor: str | None = Field(..., title='Next Cursor')
     runs: list[DreamRunSummary] = Field(..., title='Runs')
@@ -811,7 +920,7 @@ class DreamRunView(BaseModel):
     input_manifest: dict[str, Any] | None = Field(..., title='Input Manifest')
     model_config_id: str | None = Field(..., title='Model Config Id')
     operation: str = Field(..., title='Operation')
-    outcome: Outcome | None = Field(..., title='Outcome')
+    outcome: Outcome1 | None = Field(..., title='Outcome')
     position: int | None = Field(
         ...,
         description="Event position of what is shown: the admission, or on a read or replay the run's last event (a worker's change included; wait for it with `after=`).",
@@ -827,7 +936,7 @@ class DreamRunView(BaseModel):
     run_id: str = Field(..., title='Run Id')
     scope_id: str = Field(..., title='Scope Id')
     started_at: AwareDatetime | None = Field(..., title='Started At')
-    status: Status3 = Field(..., title='Status')
+    status: Status4 = Field(..., title='Status')
     target: ArtifactRefBody | None
     terminal: bool = Field(..., title='Terminal')
     trigger: Trigger = Field(
@@ -881,7 +990,7 @@ class Health(BaseModel):
     reasons: list[str] | None = Field(
         None, description='Why it is degraded.', title='Reasons'
     )
-    status: Status5 = Field(
+    status: Status6 = Field(
         ...,
         description='degraded while the store cannot be reached, a read model cannot follow it (both: HTTP 503) or a read model holds dead letters (HTTP 200)',
         title='Status',
@@ -1094,6 +1203,11 @@ class TokenPage(BaseModel):
     tokens: list[TokenView] = Field(
         ..., description='Oldest first, revoked and expired included.', title='Tokens'
     )
+
+
+class WebhookList(BaseModel):
+    scope_id: str = Field(..., title='Scope Id')
+    webhooks: list[WebhookView] = Field(..., title='Webhooks')
 
 
 class CandidateEvidenceView(BaseModel):
