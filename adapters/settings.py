@@ -87,6 +87,9 @@ class Settings(BaseSettings):
 
     review_page: bool = Field(default=False, description=(
         "Serve the web review page at /review (static; it calls the API with a pasted token)."))
+    ops_page: bool = Field(default=False, description=(
+        "Serve the operations page at /ops (static; it polls /v1/ops/overview with a pasted "
+        "deployment administrator's token)."))
     mcp_stateless: bool = Field(default=False, description=(
         "Answer each MCP request at /mcp on its own, without sessions: needed when several "
         "processes share the port (`dream serve --processes N` sets it for them). Resource "

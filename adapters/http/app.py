@@ -16,7 +16,7 @@ from starlette.routing import Route
 from adapters.http.errors import install_error_handlers
 from adapters.http.limits import MAX_BODY_BYTES, BodyLimit
 from adapters.http.priority import CountRequests
-from adapters.http.review_page import review_page_router
+from adapters.http.review_page import ops_page_router, review_page_router
 from adapters.http.routes import ops, router
 from adapters.http.routes.webhooks import webhooks_router
 from adapters.http.token_routes import tokens_router
@@ -140,6 +140,8 @@ def create_app(dreaming: Dreaming, settings: Settings,
     api.router.routes.append(Route(MCP_PATH, mcp.app, include_in_schema=False))
     if settings.review_page:
         api.include_router(review_page_router())
+    if settings.ops_page:
+        api.include_router(ops_page_router())
     if settings.metrics:
         api.add_middleware(ObserveRequests, routes=api.router.routes)  # outermost: sees all
     instrument_app(api)  # with tracing on, a server span for every request
