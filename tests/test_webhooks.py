@@ -261,3 +261,23 @@ def test_bad_subscriptions_are_refused_and_change_nothing(
     assert (missing.status_code, missing.json()["error"]["code"]) == (404, "webhook_not_found")
     assert http.get("/v1/scopes/team/webhooks").json()["webhooks"] == []
     assert before < after_grant == live_api.dreaming.store.max_position()
+
+
+def test_the_cli_creates_lists_and_revokes_a_subscription(
+        live_api: LiveApi, http: httpx.Client, capsys: pytest.CaptureFixture[str]) -> None:
+    from adapters.cli.main import main  # noqa: PLC0415
+
+    api = ["--scope", "team", "--url", live_api.base_url, "--token", live_api.admin_token]
+    assert main(["webhook", "create", "http://127.0.0.1:9/hook", "--event-type",
+                 "Candidate.*", *api, "--json"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert created["event_types"] == ["Candidate.*"]
+    assert main(["webhook", "list", *api]) == 0
+    listed = capsys.readouterr().out
+    assert created["webhook_id"] in listed
+    assert created["secret"] not in listed
+    assert main(["webhook", "revoke", created["webhook_id"], *api]) == 0
+    assert "revoked" in capsys.readouterr().out
+    assert main(["webhook", "create", "gopher://x", *api]) == 1
+    assert "invalid_webhook_url" in capsys.readouterr().err
+    assert main(["webhook", "deliveries", created["webhook_id"], *api]) == 0

@@ -18,6 +18,7 @@ from adapters.cli import (
     review_commands,
     run_commands,
     service_commands,
+    webhook_commands,
 )
 from domain.errors import DomainError
 
@@ -43,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     # The order here is the order `dream --help` lists the commands in.
     for group in (service_commands, admin_commands, record_commands, run_commands,
-                  review_commands, audit_commands, portability_commands, mcp_command,
-                  completion):
+                  review_commands, audit_commands, webhook_commands, portability_commands,
+                  mcp_command, completion):
         group.add_commands(commands)
     return parser
 

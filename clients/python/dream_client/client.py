@@ -29,6 +29,7 @@ from dream_client.models import Health
 from dream_client.records import ArtifactsClient, MemoriesClient, SourcesClient
 from dream_client.review import CandidatesClient, RunsClient
 from dream_client.scopes import AccessClient, ScopesClient, TokensClient
+from dream_client.webhooks import WebhooksClient
 
 
 class DreamClient:
@@ -36,7 +37,8 @@ class DreamClient:
 
     Routes are grouped by resource: ``client.scopes``, ``client.access``, ``client.tokens``,
     ``client.sources``, ``client.artifacts``, ``client.memories``, ``client.runs``,
-    ``client.candidates``, ``client.knowledge`` and ``client.audit``; all share one connection.
+    ``client.candidates``, ``client.knowledge``, ``client.audit`` and ``client.webhooks``; all
+    share one connection.
     """
 
     USER_AGENT: ClassVar[str] = "artifact-dreaming-client"
@@ -59,6 +61,7 @@ class DreamClient:
         self.candidates = CandidatesClient(api)
         self.knowledge = KnowledgeClient(api)
         self.audit = AuditClient(api)
+        self.webhooks = WebhooksClient(api)
 
     def __enter__(self) -> DreamClient:
         return self
