@@ -86,6 +86,19 @@ class ScopeGate:
         self.policy.check(caller, scope, action, resource)
         return scope
 
+    def may(self, caller: Caller, scope_id: str | None, action: str) -> bool:
+        """Whether the caller may ``action`` in the scope now (``None``: no scope named, so
+        only where the policy does not ask which). An unknown scope permits nothing."""
+        if not self.policy.enforced or caller.admin:
+            return True
+        if scope_id is None:
+            return False
+        try:
+            self.scope_for(caller, scope_id, action)
+        except DomainError:
+            return False
+        return True
+
     def acting_in(self, who: Who, scope_id: str, action: str,
                   also: Mapping[UUID, type[Aggregate]]) -> Acting:
         """``who`` authenticated, the scope once the caller may ``action`` in it, and other

@@ -7,7 +7,7 @@ asks for the view (``view()`` may wait for it to catch up), then filters.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -59,6 +59,31 @@ class Impact(Generic[D]):
     hidden: int
 
 
+class ScopeRow(Protocol):
+    @property
+    def scope_id(self) -> str: ...
+
+
+S = TypeVar("S", bound=ScopeRow)
+
+
+class ScopeCatalogue(Protocol[S]):
+    def list_scopes(self, *, holders_of: tuple[str, Collection[str]] | None = ...,
+                    cursor: str | None = ..., limit: int = ...
+                    ) -> tuple[list[S], str | None]: ...
+
+    def roles_in(self, principal: str, scope_ids: Sequence[str]) -> dict[str, list[str]]: ...
+
+
+@dataclass(frozen=True)
+class ScopeListing(Generic[S]):
+    """A page of the scopes a caller may read, the caller's roles in each, the next cursor."""
+
+    scopes: list[S]
+    roles: dict[str, list[str]]
+    next_cursor: str | None
+
+
 class EventFeed(Protocol[F_co]):
     def events_after(self, scope_id: str, after: int, limit: int = ...) -> Sequence[F_co]: ...
 
@@ -82,6 +107,19 @@ class ReadModelQueries:
             readable = self.policy.readable(caller, scope, _artifacts(items))
         return [item for item in items
                 if Resource.artifact(item.family, item.artifact_id) in readable][:limit]
+
+    def list_scopes(self, caller: Caller, view: Callable[[], ScopeCatalogue[S]],
+                    cursor: str | None, limit: int) -> ScopeListing[S]:
+        """The scopes the caller may read, in scope id order: all of them for an
+        administrator (or where access is not enforced), else those where a role lets the
+        caller read."""
+        catalogue = view()
+        holders_of = (None if not self.policy.enforced or caller.admin
+                      else (caller.name, self.policy.roles_permitting(Action.READ)))
+        scopes, next_cursor = catalogue.list_scopes(holders_of=holders_of, cursor=cursor,
+                                                    limit=limit)
+        roles = catalogue.roles_in(caller.name, [scope.scope_id for scope in scopes])
+        return ScopeListing(scopes, roles, next_cursor)
 
     def event_feed(self, caller: Caller, scope_id: str, view: Callable[[], EventFeed[F]],
                    after: int, limit: int) -> list[F]:

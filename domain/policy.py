@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from domain.access import Action, Resource
+from domain.access import ROLE_PERMISSIONS, Action, Resource, Role
 from domain.errors import DomainError, ForbiddenError, ScopeNotFoundError
 
 if TYPE_CHECKING:
@@ -78,6 +78,11 @@ class AccessPolicy:
                 refusal = refusal or error
         assert refusal is not None
         raise refusal
+
+    @staticmethod
+    def roles_permitting(action: str) -> frozenset[Role]:
+        """The roles that allow ``action`` on a whole scope (not one resource)."""
+        return frozenset(role for role, actions in ROLE_PERMISSIONS.items() if action in actions)
 
     def require_admin(self, caller: Caller) -> None:
         if self.enforced and not caller.admin:

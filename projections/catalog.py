@@ -12,9 +12,11 @@ from projections.knowledge import KNOWLEDGE
 from projections.provenance import PROVENANCE
 from projections.review_inbox import REVIEW_INBOX
 from projections.runs import RUNS
+from projections.scopes import SCOPES
 
 READ_MODELS: tuple[ProjectionSpec[Any], ...] = (RUNS, REVIEW_INBOX, KNOWLEDGE, PROVENANCE,
-                                                 ANALYTICS, AUTO_RECORDS, EVENT_FEED)
+                                                 ANALYTICS, AUTO_RECORDS, EVENT_FEED,
+                                                 SCOPES)
 
 
 def read_model(name: str) -> ProjectionSpec[Any]:

@@ -256,9 +256,10 @@ class RunsView(ProjectionView, ABC):
         rows = self._select_equal(SUMMARY_COLUMNS, {"scope_id": scope_id, "run_id": run_id})
         return _summary(rows[0]) if rows else None
 
-    def count_runs(self, scope_id: str | None = None) -> int:
-        """Rows in one scope, or in the whole view."""
-        return self._count_in_scope(scope_id)
+    def count_runs(self, scope_id: str | None = None, status: str | None = None) -> int:
+        """Rows in one scope (or the whole view), with ``status`` if given."""
+        values = {"scope_id": scope_id, "status": status}
+        return self._count("", self._filters(values), values)
 
     def claimable(self, now: datetime, limit: int = 64) -> list[RunSummary]:
         """The oldest claimable run of each (scope, operation), oldest first.

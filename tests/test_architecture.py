@@ -39,7 +39,12 @@ def test_the_contracts_catch_an_inward_layer_importing_an_outer_one(tmp_path: Pa
     for package in (*PRODUCTION, "benchmarks", "devkit"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
-    (tmp_path / "adapters" / "http.py").write_text("VALUE = 1\n")
+    for package in ("adapters/api", "adapters/mcp", "adapters/http",
+                    "adapters/http/routes"):  # the contracts name them
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "adapters" / "http" / "dependencies.py").write_text("")
+    (tmp_path / "adapters" / "http" / "__init__.py").write_text("VALUE = 1\n")
     (tmp_path / "domain" / "rules.py").write_text("from adapters.http import VALUE\n")
     result = lint_imports(tmp_path)
     assert result.returncode != 0

@@ -110,6 +110,15 @@ def test_an_agent_records_dreams_and_a_reviewer_approves_from_the_shell(
     refused = error_of(dream("scope", "create", "elsewhere", *agent))
     assert refused["code"] == "forbidden"
     assert "hint" in refused["details"]
+    # The agent lists the one scope it works in, with its role; the admin every scope.
+    ok("scope", "create", "elsewhere", *api)
+    assert ok("scope", "list", *agent).splitlines() == ["team  roles contributor  settings {}"]
+    listed = [s["scope_id"] for s in as_json("scope", "list", *api, "--limit", "1")["scopes"]]
+    assert listed == ["elsewhere"]
+    assert "more: --cursor " in ok("scope", "list", *api, "--limit", "1")
+    status = as_json("scope", "status", "team", *agent)
+    assert (status["queued_runs"], status["running_runs"]) == (0, 0)
+    assert "candidates awaiting review 0" in ok("scope", "status", "team", *agent)
 
 
 def test_record_commands_refuse_bad_input_and_change_nothing(live_api: LiveApi) -> None:
@@ -133,6 +142,10 @@ def test_record_commands_refuse_bad_input_and_change_nothing(live_api: LiveApi) 
     assert stale["code"] == "artifact_conflict"
     not_there = error_of(dream("scope", "show", "nowhere", *api))
     assert not_there["code"] == "scope_not_found"
+    assert error_of(dream("scope", "status", "nowhere", *api))["code"] == "scope_not_found"
+    assert error_of(dream("scope", "list", *api, "--cursor", "bogus"))["code"] == \
+        "invalid_cursor"
+    assert error_of(dream("scope", "list", *api, "--limit", "0"))["code"] == "invalid_request"
 
     # Nothing of the refused commands was written.
     assert as_json("memory", "show", *team, "notes")["manifest"] == {}
@@ -142,7 +155,8 @@ def test_record_commands_refuse_bad_input_and_change_nothing(live_api: LiveApi) 
 
 
 @pytest.mark.parametrize("command", [
-    ["scope", "create"], ["scope", "show"], ["source", "record"],
+    ["scope", "create"], ["scope", "show"], ["scope", "list"], ["scope", "status"],
+    ["source", "record"],
     ["memory", "create"], ["memory", "add"], ["memory", "revise"], ["memory", "show"]])
 def test_every_record_command_explains_its_options(command: list[str]) -> None:
     helped = ok(*command, "--help")

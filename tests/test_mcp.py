@@ -282,7 +282,8 @@ def test_every_tool_is_described_with_the_route_schemas() -> None:
         schema = tool["inputSchema"]
         assert schema["type"] == "object"
         assert schema["additionalProperties"] is False
-        assert "scope_id" in schema["properties"]
+        # Every tool acts in a scope, named or the session's, except the list of scopes.
+        assert ("scope_id" in schema["properties"]) == (tool["name"] != "list_scopes")
         output = tool["outputSchema"]
         assert output == TOOLS[tool["name"]].answer.model_json_schema(mode="serialization")
         assert output["type"] == "object"
@@ -497,10 +498,18 @@ def test_without_a_default_scope_calls_name_their_scope(settings: Settings,
                                                         enforced_app: Dreaming,
                                                         tmp_path: Path) -> None:
     people = team(enforced_app)
+    enforced_app.records.create_scope(LOCAL, "elsewhere")  # the agent holds no role there
     env = {**store_env(settings), "DREAM_TOKEN": people.agent, "DREAM_WORKERS": "0"}
 
     async def scenario() -> None:
         async with stdio_agent(env, tmp_path / "agent.log") as agent:
+            # Without a default scope, the agent first finds the scopes it may work in.
+            listed = await agent.call("list_scopes")
+            assert [(s["scope_id"], s["roles"]) for s in listed["scopes"]] == [
+                ("team", ["contributor"])]
+            assert listed["next_cursor"] is None
+            bad = await agent.refused("list_scopes", cursor="not-a-cursor")
+            assert bad["code"] == "invalid_cursor"
             missing = await agent.refused("record_source", source_type="task", source_id="t",
                                           text="x")
             assert (missing["code"], missing["details"]["field"]) == (

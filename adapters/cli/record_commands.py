@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.cli.options import (
+    CURSOR_HELP,
     Commands,
     add_client_options,
     client_from,
@@ -79,6 +80,36 @@ def _scope_show(args: argparse.Namespace) -> int:
         _print_json(scope)
     else:
         print(f"{scope.scope_id}  settings {json.dumps(scope.settings, sort_keys=True)}")
+    return 0
+
+
+def _scope_list(args: argparse.Namespace) -> int:
+    with client_from(args) as client:
+        page = client.scopes.list(cursor=args.cursor, limit=args.limit)
+    if args.json:
+        _print_json(page)
+        return 0
+    for scope in page.scopes:
+        roles = ", ".join(scope.roles) or "-"
+        print(f"{scope.scope_id}  roles {roles}  settings "
+              f"{json.dumps(scope.settings, sort_keys=True)}")
+    if not page.scopes:
+        print("no scope you may read")
+    if page.next_cursor:
+        print(f"more: --cursor {page.next_cursor}")
+    return 0
+
+
+def _scope_status(args: argparse.Namespace) -> int:
+    with client_from(args) as client:
+        status = client.scopes.status(args.scope_id)
+    if args.json:
+        _print_json(status)
+        return 0
+    print(f"{status.scope_id}  runs queued {status.queued_runs}, running "
+          f"{status.running_runs}  candidates awaiting review {status.pending_candidates}")
+    auto = status.auto
+    print(f"  automatic dreaming: {'due' if auto.due else 'not due'} ({auto.reason})")
     return 0
 
 
@@ -182,6 +213,19 @@ def _add_scope_commands(commands: Commands) -> None:
     add_client_options(show, scope=False)
     show.add_argument("scope_id", help="the scope's id")
     show.set_defaults(handler=_scope_show)
+
+    listing = scope_commands.add_parser(
+        "list", help="the scopes you may read, with your roles in each, in pages")
+    add_client_options(listing, scope=False)
+    listing.add_argument("--cursor", help=CURSOR_HELP)
+    listing.add_argument("--limit", type=int, help="scopes per page, 1-100 (default 20)")
+    listing.set_defaults(handler=_scope_list)
+
+    status = scope_commands.add_parser(
+        "status", help="a scope at a glance: run queue, review inbox, automatic dreaming")
+    add_client_options(status, scope=False)
+    status.add_argument("scope_id", help="the scope's id")
+    status.set_defaults(handler=_scope_status)
 
 
 def _add_source_commands(commands: Commands) -> None:

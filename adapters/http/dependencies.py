@@ -6,21 +6,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Any, Protocol, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from eventsourcing.domain import Aggregate
 from fastapi import APIRouter, Depends, Query, Request, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
+from adapters.api.acting import Acting, CallerSource, caller_of, caught_up, who_of
 from adapters.http.params import plain_parameters
 from adapters.http.schemas import ErrorResponse
 from adapters.store.projection_runtime import RunningProjection
 from application.bootstrap import Dreaming
 from application.credentials import Who
-from application.store import Written
-from domain.errors import InvalidRequestError, UnauthorizedError
-from domain.policy import LOCAL, Caller
+from domain.policy import Caller
 from projections.base import ProjectionSpec, ProjectionView
 
 TView = TypeVar("TView", bound=ProjectionView)
@@ -55,23 +53,6 @@ def dreaming_of(request: Request) -> Dreaming:
     return app
 
 
-def who_of(app: Dreaming, token: str | None,
-           missing: str = "send Authorization: Bearer <token>") -> Who:
-    """Who a bearer token acts for, proved by the command's first read (see
-    :mod:`application.credentials`), or the local principal when access is not enforced."""
-    if not app.enforce_access:
-        return LOCAL
-    if token is None:
-        raise UnauthorizedError(missing)
-    return app.access.credentials(token)
-
-
-def caller_of(app: Dreaming, token: str | None,
-              missing: str = "send Authorization: Bearer <token>") -> Caller:
-    """Who a bearer token acts for, authenticated now (a read of its own)."""
-    return app.gate.authenticate(who_of(app, token, missing))
-
-
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
 
 
@@ -96,29 +77,6 @@ class Bearer:
         return who_of(self.app, self.token)
 
 
-class CallerSource(Protocol):
-    """Who a route acts for, asked for first thing in the route: ``caller()`` authenticated
-    at once, or ``who()`` to be proved by the command's first read (one round trip fewer)."""
-
-    def caller(self) -> Caller: ...
-
-    def who(self) -> Who: ...
-
-
-@dataclass(frozen=True)
-class Authenticated:
-    """A caller authenticated already (an MCP session's), for a route's function called as
-    one of its tools."""
-
-    known: Caller
-
-    def caller(self) -> Caller:
-        return self.known
-
-    def who(self) -> Who:
-        return self.known
-
-
 async def bearer_of(request: Request, credentials: Credentials) -> Bearer:
     """The request's ``Bearer`` (``async``, no I/O: resolved on the event loop)."""
     found = Bearer(dreaming_of(request), None if credentials is None else credentials.credentials)
@@ -128,6 +86,20 @@ async def bearer_of(request: Request, credentials: Credentials) -> Bearer:
 
 App = Annotated[Dreaming, Depends(deployment)]
 Bearing = Annotated[CallerSource, Depends(bearer_of)]
+
+
+async def acting_of(request: Request, response: Response, bearer: Bearing) -> Acting:
+    """The call a route makes to the API (``async``, no I/O): its read model reads wait for
+    every event recorded before the request and report the position in a header."""
+    app = dreaming_of(request)
+
+    def read(spec: ProjectionSpec[Any], after: int | None) -> Any:
+        return read_view(request, response, app, spec, after)
+
+    return Acting(app, bearer, read, getattr(request.app.state, "workers", None))
+
+
+Calling = Annotated[Acting, Depends(acting_of)]
 After = Annotated[int | None, Query(
     description="An event position the answer must include. Every read-model read already "
                 "waits for every event recorded before the request arrived; `after` is "
@@ -154,25 +126,6 @@ def read_view(request: Request, response: Response, app: Dreaming,
     view = caught_up(app, projection, after, request.app.state.read_wait_seconds)
     response.headers[VIEW_POSITION_HEADER] = str(projection.position())
     return view
-
-
-def caught_up(app: Dreaming, projection: RunningProjection[TView], after: int | None,
-              wait_seconds: float) -> TView:
-    """The view of a running read model once it holds every event recorded before this call
-    (and ``after``), waiting at most ``wait_seconds``."""
-    head = app.store.max_position()
-    if after is not None and not 0 <= after <= head:
-        raise InvalidRequestError("after must be a position this server has recorded",
-                                  field="after", head=head)
-    projection.wait(head or None, timeout=wait_seconds)
-    view: TView = projection.view
-    return view
-
-
-def shown(app: Dreaming, written: Written[Any], aggregate: Aggregate) -> int | None:
-    """The position a response shows: the event the command produced, or (replay) the
-    aggregate's last event."""
-    return written.position if written.position is not None else app.store.position_of(aggregate)
 
 
 def answered(model: BaseModel, status_code: int = 200,

@@ -13,7 +13,8 @@ from typing import Annotated
 from fastapi import Query
 from pydantic import BaseModel, Field
 
-from adapters.http.dependencies import App, Bearing, shown, v1_router
+from adapters.api.acting import shown
+from adapters.http.dependencies import App, Bearing, v1_router
 from adapters.http.schemas import IsoDateTime, Strict
 from domain.principal import PRINCIPAL_MAX, AccessToken
 

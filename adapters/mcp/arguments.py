@@ -32,13 +32,11 @@ SCOPE_HELP = ("The scope to act in. May be omitted when the server was started f
               "(`dream mcp --scope`, or the `X-Dream-Scope` header over HTTP).")
 
 
-class InScope(Strict):
+class Arguments(Strict):
     # Which fields are path and which query parameters of the route: a control character in
     # one is refused with the code REST gives it.
-    PATH: ClassVar[tuple[str, ...]] = ("scope_id",)
+    PATH: ClassVar[tuple[str, ...]] = ()
     QUERY: ClassVar[tuple[str, ...]] = ()
-
-    scope_id: str | None = Field(default=None, description=SCOPE_HELP)
 
     def check_plain(self) -> None:
         for place, names in (("path", self.PATH), ("query", self.QUERY)):
@@ -46,6 +44,16 @@ class InScope(Strict):
                 value = getattr(self, name)
                 if isinstance(value, str):
                     check_plain(place, name, value)
+
+    def scope(self, default: str | None) -> str:
+        """The scope the call acts in: none, for a tool across scopes."""
+        return ""
+
+
+class InScope(Arguments):
+    PATH: ClassVar[tuple[str, ...]] = ("scope_id",)
+
+    scope_id: str | None = Field(default=None, description=SCOPE_HELP)
 
     def scope(self, default: str | None) -> str:
         scope_id = self.scope_id or default
@@ -168,3 +176,10 @@ class ScopeStatusArguments(InScope):
 
 class CreateScopeArguments(CreateScope, InScope):  # type: ignore[misc]
     """The scope to create is ``scope_id`` itself (no default applies)."""
+
+
+class ScopesArguments(Arguments):
+    QUERY = ("cursor",)
+
+    cursor: str | None = Field(default=None, description="next_cursor of the previous page.")
+    limit: int = Field(default=20, description="1 to 100.")

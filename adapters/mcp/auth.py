@@ -12,7 +12,7 @@ from fastapi.security.utils import get_authorization_scheme_param
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapters.http.dependencies import caller_of
+from adapters.api.acting import caller_of
 from adapters.http.errors import problem_of, problem_response
 from application.bootstrap import Dreaming
 from domain.policy import Caller

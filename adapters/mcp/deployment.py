@@ -6,11 +6,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
-from adapters.http.dependencies import caught_up
+from adapters.api.acting import Acting, Authenticated, caught_up
 from adapters.settings import Settings
 from adapters.store.projection_runtime import RunningProjection
 from adapters.workers.pool import WorkerPool
 from application.bootstrap import Dreaming
+from domain.policy import Caller
 from projections.base import ProjectionSpec, ProjectionView
 
 TView = TypeVar("TView", bound=ProjectionView)
@@ -36,7 +37,13 @@ class Deployment:
         """A running read model's view once it holds every event recorded before the call
         (read-your-writes), exactly as the REST lists wait for it."""
         def fresh() -> TView:
-            projection = self.running().read_models[spec.name]
-            return cast(TView, caught_up(self.dreaming, projection, None,
-                                         self.settings.read_wait_seconds))
+            return cast(TView, self.read(spec, None))
         return fresh
+
+    def read(self, spec: ProjectionSpec[Any], after: int | None) -> Any:
+        projection = self.running().read_models[spec.name]
+        return caught_up(self.dreaming, projection, after, self.settings.read_wait_seconds)
+
+    def acting(self, caller: Caller) -> Acting:
+        """A call of the API for an authenticated caller, as a REST request makes one."""
+        return Acting(self.dreaming, Authenticated(caller), self.read, self.running().workers)

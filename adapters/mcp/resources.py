@@ -10,14 +10,13 @@ from typing import Any
 
 from mcp_types import Resource, ResourceTemplate, TextResourceContents
 
-from adapters.http.routes.knowledge import knowledge_page
+from adapters.api import knowledge
 from adapters.http.schemas import KnowledgeItemView
 from adapters.mcp.deployment import Deployment
 from application.queries import MAX_PAGE
 from domain.errors import ReferenceNotFoundError
 from domain.policy import Caller
 from domain.refs import ArtifactFamily, ArtifactRef
-from projections.knowledge import KNOWLEDGE
 
 MARKDOWN = "text/markdown"
 SKILL_URI = "dream://scopes/{scope_id}/skills/{artifact_id}/revisions/{revision}/SKILL.md"
@@ -50,10 +49,9 @@ def list_resources(deployment: Deployment, caller: Caller, scope_id: str | None
     """The scope's approved knowledge the caller may read (the newest 100 of each family)."""
     if scope_id is None:
         return []
-    view = deployment.view(KNOWLEDGE)
+    acting = deployment.acting(caller)
     items = [item for family in (ArtifactFamily.SKILL, ArtifactFamily.EXPERIENCE)
-             for item in knowledge_page(deployment.dreaming, caller, scope_id, view, None,
-                                        family, MAX_PAGE).items]
+             for item in knowledge.search(acting, scope_id, None, family, MAX_PAGE).items]
     return [_resource(item) for item in items]
 
 

@@ -1,22 +1,21 @@
-"""The tools: each validates its arguments against its route's models and calls the route's
-own function with the caller, so a tool does exactly what its REST route does."""
+"""The tools: each validates its arguments against its REST route's models and calls the
+same API operation (``adapters.api``) the route calls, for the session's caller."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-from fastapi import Response
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from adapters.http.dependencies import Authenticated
+from adapters.api import audit, knowledge, records, review, runs, scopes
+from adapters.api.acting import Acting
 from adapters.http.errors import Problem, error_body, problem_of, shape_problem
-from adapters.http.routes import audit, knowledge, records, review, runs
 from adapters.http.schemas import (
-    AutoDreamStatusView,
     CandidatePage,
     CandidateView,
     DreamRunPage,
@@ -24,6 +23,8 @@ from adapters.http.schemas import (
     EntryVersionView,
     KnowledgePage,
     RevisionView,
+    ScopePage,
+    ScopeStatusView,
     ScopeView,
     SourceView,
     TraceView,
@@ -31,32 +32,10 @@ from adapters.http.schemas import (
 from adapters.mcp import arguments as a
 from adapters.mcp.auth import Identity
 from adapters.mcp.deployment import Deployment
-from application.bootstrap import Dreaming
+from adapters.observability.metrics import ERRORS, TOOL_CALLS, TOOL_SECONDS
+from adapters.observability.sharing import metrics_recorded
 from domain.access import Action
-from domain.errors import DomainError
 from domain.policy import Caller
-from projections.auto_records import AUTO_RECORDS
-from projections.knowledge import KNOWLEDGE
-from projections.review_inbox import REVIEW_INBOX
-from projections.runs import RUNS
-
-
-@dataclass(frozen=True)
-class Call:
-    """One tool call: the deployment, who calls, and the scope it acts in."""
-
-    deployment: Deployment
-    caller: Caller
-    scope_id: str
-
-    @property
-    def app(self) -> Dreaming:
-        return self.deployment.dreaming
-
-    @property
-    def bearer(self) -> Authenticated:
-        """The caller as a REST route's function asks for it."""
-        return Authenticated(self.caller)
 
 
 @dataclass(frozen=True)
@@ -64,8 +43,8 @@ class ToolSpec:
     name: str
     title: str
     description: str
-    arguments: type[a.InScope]
-    run: Callable[[Call, Any], BaseModel]
+    arguments: type[a.Arguments]
+    run: Callable[[Acting, str, Any], BaseModel]  # the call, the session's scope, arguments
     read_only: bool = False
     review: bool = False  # a review decision: offered only as the deployment allows
 
@@ -87,119 +66,88 @@ class ToolSpec:
                                                 destructive_hint=False))
 
 
-# -- what each tool runs: its route's function ----------------------------------------------
+# -- what each tool runs: the API operation its route runs -----------------------------------
 
-def _create_scope(call: Call, args: a.CreateScopeArguments) -> ScopeView:
-    return records.create_scope(args, call.app, call.bearer)
-
-
-def _record_source(call: Call, args: a.RecordSourceArguments) -> SourceView:
-    return records.record_source(call.scope_id, args, call.app, call.bearer, Response())
+def _create_scope(acting: Acting, _: str, args: a.CreateScopeArguments) -> ScopeView:
+    return records.create_scope(acting, args)
 
 
-def _create_memory(call: Call, args: a.CreateMemoryArguments) -> RevisionView:
-    return records.create_memory(call.scope_id, args, call.app, call.bearer)
+def _list_scopes(acting: Acting, _: str, args: a.ScopesArguments) -> ScopePage:
+    return records.list_scopes(acting, args.cursor, args.limit)
 
 
-def _add_entry(call: Call, args: a.AddEntryArguments) -> EntryVersionView:
-    return records.add_entry(call.scope_id, args.memory_id, args, call.app, call.bearer)
+def _record_source(acting: Acting, scope_id: str, args: a.RecordSourceArguments) -> SourceView:
+    return records.record_source(acting, scope_id, args).answer
 
 
-def _revise_entry(call: Call, args: a.ReviseEntryArguments) -> EntryVersionView:
-    return records.revise_entry(call.scope_id, args.memory_id, args.entry_id, args, call.app,
-                                call.bearer)
+def _create_memory(acting: Acting, scope_id: str, args: a.CreateMemoryArguments) -> RevisionView:
+    return records.create_memory(acting, scope_id, args)
 
 
-def _deactivate_entry(call: Call, args: a.DeactivateEntryArguments) -> EntryVersionView:
-    return records.deactivate_entry(call.scope_id, args.memory_id, args.entry_id, args,
-                                    call.app, call.bearer)
+def _add_entry(acting: Acting, scope_id: str, args: a.AddEntryArguments) -> EntryVersionView:
+    return records.add_entry(acting, scope_id, args.memory_id, args)
 
 
-def _request_dream(call: Call, args: a.RequestDreamArguments) -> DreamRunView:
-    return runs.admit_dream(call.app, call.deployment.running().workers, call.caller,
-                            call.scope_id, args)
+def _revise_entry(acting: Acting, scope_id: str, args: a.ReviseEntryArguments
+                  ) -> EntryVersionView:
+    return records.revise_entry(acting, scope_id, args.memory_id, args.entry_id, args)
 
 
-def _get_dream(call: Call, args: a.DreamRunArguments) -> DreamRunView:
-    return runs.run_view(call.app, call.caller, call.scope_id, args.run_id)
+def _deactivate_entry(acting: Acting, scope_id: str, args: a.DeactivateEntryArguments
+                      ) -> EntryVersionView:
+    return records.deactivate_entry(acting, scope_id, args.memory_id, args.entry_id, args)
 
 
-def _runs(call: Call, args: a.RunsArguments) -> DreamRunPage:
-    return runs.runs_page(call.app, call.caller, call.scope_id, call.deployment.view(RUNS),
-                          args.status, args.operation, args.cursor, args.limit)
+def _request_dream(acting: Acting, scope_id: str, args: a.RequestDreamArguments
+                   ) -> DreamRunView:
+    return runs.request_dream(acting, scope_id, args)
 
 
-def _memory(call: Call, args: a.MemoryArguments) -> RevisionView:
-    return records.get_memory(call.scope_id, args.memory_id, call.app, call.bearer)
+def _get_dream(acting: Acting, scope_id: str, args: a.DreamRunArguments) -> DreamRunView:
+    return runs.get_run(acting, scope_id, args.run_id)
 
 
-def _inbox(call: Call, args: a.InboxArguments) -> CandidatePage:
-    return review.inbox_page(call.app, call.caller, call.scope_id,
-                             call.deployment.view(REVIEW_INBOX), args.status, args.family,
-                             args.cursor, args.limit)
+def _runs(acting: Acting, scope_id: str, args: a.RunsArguments) -> DreamRunPage:
+    return runs.list_runs(acting, scope_id, args.status, args.operation, args.cursor,
+                          args.limit)
 
 
-def _search(call: Call, args: a.SearchArguments) -> KnowledgePage:
-    return knowledge.knowledge_page(call.app, call.caller, call.scope_id,
-                                    call.deployment.view(KNOWLEDGE), args.q, args.family,
-                                    args.limit)
+def _memory(acting: Acting, scope_id: str, args: a.MemoryArguments) -> RevisionView:
+    return records.get_memory(acting, scope_id, args.memory_id)
 
 
-def _entry_version(call: Call, args: a.EntryVersionArguments) -> EntryVersionView:
-    return records.read_entry_version(call.scope_id, args.memory_id, args.revision,
-                                      args.entry_id, args.entry_version_id, call.app,
-                                      call.bearer)
+def _inbox(acting: Acting, scope_id: str, args: a.InboxArguments) -> CandidatePage:
+    return review.inbox(acting, scope_id, args.status, args.family, args.cursor, args.limit)
 
 
-def _revision(call: Call, args: a.RevisionArguments) -> RevisionView:
-    return records.get_revision(call.scope_id, args.family, args.artifact_id, args.revision,
-                                call.app, call.bearer)
+def _search(acting: Acting, scope_id: str, args: a.SearchArguments) -> KnowledgePage:
+    return knowledge.search(acting, scope_id, args.q, args.family, args.limit)
 
 
-def _trace(call: Call, args: a.RevisionArguments) -> TraceView:
-    return audit.trace(call.scope_id, args.family, args.artifact_id, args.revision, call.app,
-                       call.bearer)
+def _entry_version(acting: Acting, scope_id: str, args: a.EntryVersionArguments
+                   ) -> EntryVersionView:
+    return records.read_entry_version(acting, scope_id, args.memory_id, args.revision,
+                                      args.entry_id, args.entry_version_id)
 
 
-def _approve(call: Call, args: a.ApproveArguments) -> CandidateView:
-    return review.approve_candidate(call.scope_id, args.candidate_id, args, call.app,
-                                    call.bearer)
+def _revision(acting: Acting, scope_id: str, args: a.RevisionArguments) -> RevisionView:
+    return records.get_revision(acting, scope_id, args.family, args.artifact_id, args.revision)
 
 
-def _reject(call: Call, args: a.RejectArguments) -> CandidateView:
-    return review.reject_candidate(call.scope_id, args.candidate_id, args, call.app,
-                                   call.bearer)
+def _trace(acting: Acting, scope_id: str, args: a.RevisionArguments) -> TraceView:
+    return audit.trace(acting, scope_id, args.family, args.artifact_id, args.revision)
 
 
-class ScopeStatusView(BaseModel):
-    """A scope at a glance: automatic dreaming's gates, the review inbox, the run queue."""
-
-    scope_id: str
-    auto: AutoDreamStatusView = Field(description="Automatic dreaming, as `dream auto status`.")
-    pending_candidates: int = Field(description="Candidates awaiting review.")
-    queued_runs: int
-    running_runs: int
+def _approve(acting: Acting, scope_id: str, args: a.ApproveArguments) -> CandidateView:
+    return review.approve(acting, scope_id, args.candidate_id, args)
 
 
-def _count_runs(call: Call, status: str) -> int:
-    view = call.deployment.view(RUNS)()
-    count, cursor = 0, None
-    while True:
-        summaries, cursor = view.list_runs(call.scope_id, status=status, cursor=cursor)
-        count += len(summaries)
-        if cursor is None:
-            return count
+def _reject(acting: Acting, scope_id: str, args: a.RejectArguments) -> CandidateView:
+    return review.reject(acting, scope_id, args.candidate_id, args)
 
 
-def _scope_status(call: Call, args: a.ScopeStatusArguments) -> ScopeStatusView:
-    scope = call.app.records.get_scope(call.caller, call.scope_id)
-    auto = AutoDreamStatusView.of(call.app.auto.status_of(scope,
-                                                          call.deployment.view(AUTO_RECORDS)()))
-    return ScopeStatusView(scope_id=call.scope_id, auto=auto,
-                           pending_candidates=call.deployment.view(REVIEW_INBOX)().count(
-                               call.scope_id),
-                           queued_runs=_count_runs(call, "queued"),
-                           running_runs=_count_runs(call, "running"))
+def _scope_status(acting: Acting, scope_id: str, _: a.ScopeStatusArguments) -> ScopeStatusView:
+    return scopes.status(acting, scope_id)
 
 
 # -- the tools, as a model reads them -------------------------------------------------------
@@ -275,6 +223,11 @@ _READS = [
         "it, the Dream run, its frozen manifest, and the exact Memory entry versions and "
         "Sources, each with whether it is still usable now."), a.RevisionArguments,
         _trace, read_only=True),
+    ToolSpec("list_scopes", "List your scopes", (
+        "List the scopes you may read (every scope, for a deployment administrator), in "
+        "scope id order, each with its settings and your roles in it; page on with "
+        "next_cursor. Pass a scope_id from here to the other tools."),
+        a.ScopesArguments, _list_scopes, read_only=True),
     ToolSpec("get_scope_status", "Get a scope's status", (
         "A scope at a glance: whether automatic dreaming is due and each of its gates, how "
         "many Candidates await review, and how many Dream runs are queued or running."),
@@ -300,18 +253,8 @@ def tool_list(with_review: bool) -> list[Tool]:
 def offers_review(deployment: Deployment, caller: Caller, scope_id: str | None) -> bool:
     """Review decisions are offered when the deployment allows them over MCP, to a caller who
     may review in the session's scope (every decision re-checks the caller's rights)."""
-    if not deployment.settings.mcp_review:
-        return False
-    app = deployment.dreaming
-    if not app.enforce_access or caller.admin:
-        return True
-    if scope_id is None:
-        return False
-    try:
-        scope = app.records.get_scope(caller, scope_id)
-    except DomainError:
-        return False
-    return app.policy.permits(caller, scope, Action.REVIEW)
+    return deployment.settings.mcp_review and deployment.dreaming.gate.may(
+        caller, scope_id, Action.REVIEW)
 
 
 def tools_for(deployment: Deployment, identity: Identity, request: Any) -> list[Tool]:
@@ -334,17 +277,31 @@ def call_tool(deployment: Deployment, identity: Identity, request: Any, name: st
         args = spec.arguments.model_validate(arguments or {})
     except ValidationError as error:
         return failed(shape_problem(error.errors()))
+    started: float | None = None
     try:
         args.check_plain()
-        result = spec.run(Call(deployment, caller, args.scope(identity.default_scope(request))),
-                          args)
+        scope_id = args.scope(identity.default_scope(request))
+        started = time.perf_counter()
+        result = spec.run(deployment.acting(caller), scope_id, args)
     except Exception as error:
-        return failed(problem_of(error))
+        problem = problem_of(error)
+        _count(name, problem.code, started)
+        return failed(problem)
+    _count(name, "ok", started)
     return CallToolResult(content=[TextContent(text=result.model_dump_json())],
                           structured_content=result.model_dump(mode="json"))
 
 
+def _count(tool: str, outcome: str, started: float | None) -> None:
+    if metrics_recorded():
+        TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()
+        if started is not None:
+            TOOL_SECONDS.labels(tool=tool).observe(time.perf_counter() - started)
+
+
 def failed(problem: Problem) -> CallToolResult:
+    if metrics_recorded():
+        ERRORS.labels(problem.code, "mcp").inc()
     body = error_body(problem.code, problem.message, problem.details)
     return CallToolResult(content=[TextContent(text=json.dumps(body))],
                           structured_content=body, is_error=True)

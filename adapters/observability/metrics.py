@@ -30,6 +30,10 @@ HTTP_SECONDS = Histogram("dream_http_request_duration_seconds",
                          ["method", "route"], buckets=REQUEST_BUCKETS)
 ERRORS = Counter("dream_errors", "Requests refused or failed, by stable error code.",
                  ["code", "transport"])
+TOOL_CALLS = Counter("dream_mcp_tool_calls", "MCP tool calls, by tool and outcome (ok, or the "
+                     "stable error code).", ["tool", "outcome"])
+TOOL_SECONDS = Histogram("dream_mcp_tool_call_duration_seconds", "MCP tool call time.",
+                         ["tool"], buckets=REQUEST_BUCKETS)
 RUN_PHASE_SECONDS = Histogram(
     "dream_run_phase_duration_seconds",
     "Dream run phases: queue_wait (accepted to first claim), evidence, model_call, commit.",

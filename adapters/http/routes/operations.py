@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from adapters.http.dependencies import After, App, Bearing, caught_up
+from adapters.api.acting import caught_up
+from adapters.http.dependencies import After, App, Bearing
 from adapters.http.routes.ops import projection_health
 from adapters.http.schemas.ops import (
     DueScopeView,

@@ -42,6 +42,8 @@ from adapters.http.schemas.records import (
     ReviseEntry,
     RevisionView,
     RolesView,
+    ScopePage,
+    ScopeSummaryView,
     ScopeView,
     SourceView,
 )
@@ -66,6 +68,7 @@ from adapters.http.schemas.runs import (
     DreamRunPage,
     DreamRunSummary,
     DreamRunView,
+    ScopeStatusView,
     Usage,
 )
 
@@ -119,6 +122,9 @@ __all__ = [
     "ReviseEntry",
     "RevisionView",
     "RolesView",
+    "ScopePage",
+    "ScopeStatusView",
+    "ScopeSummaryView",
     "ScopeView",
     "SkillPackageView",
     "SourceRefBody",

@@ -21,6 +21,7 @@ from domain.artifact import Artifact, ArtifactRevision, EntryVersion
 from domain.refs import ArtifactFamily, ArtifactRef
 from domain.scope import Scope
 from domain.source import Source
+from projections.scopes import ScopeSummary
 
 # -- requests ----------------------------------------------------------------------------------
 
@@ -109,6 +110,29 @@ class ScopeView(Written):
     @classmethod
     def of(cls, scope: Scope, position: int | None = None) -> ScopeView:
         return cls(scope_id=scope.scope_id, settings=scope.settings, position=position)
+
+
+class ScopeSummaryView(BaseModel):
+    scope_id: str
+    settings: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime = Field(description="When the settings last changed (or creation).")
+    roles: list[str] = Field(description="The caller's own roles in the scope (an "
+                                         "administrator of the deployment may hold none).")
+    position: int = Field(description="The event that last changed the scope's settings.")
+
+    @classmethod
+    def of(cls, scope: ScopeSummary, roles: list[str]) -> ScopeSummaryView:
+        return cls(scope_id=scope.scope_id, settings=scope.settings,
+                   created_at=scope.created_at, updated_at=scope.updated_at, roles=roles,
+                   position=scope.position)
+
+
+class ScopePage(BaseModel):
+    """The scopes the caller may read, in scope id order."""
+
+    scopes: list[ScopeSummaryView]
+    next_cursor: str | None
 
 
 class RolesView(Written):

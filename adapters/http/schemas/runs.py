@@ -177,3 +177,13 @@ class AutoDreamStatusView(BaseModel):
                 end=window.end, records=window.records, opened_at=window.opened_at),
             last_success_at=status.last_success_at, last_ended_at=status.last_ended_at,
             retries=status.retries)
+
+
+class ScopeStatusView(BaseModel):
+    """A scope at a glance: automatic dreaming's gates, the review inbox, the run queue."""
+
+    scope_id: str
+    auto: AutoDreamStatusView = Field(description="Automatic dreaming, as `dream auto status`.")
+    pending_candidates: int = Field(description="Candidates awaiting review.")
+    queued_runs: int
+    running_runs: int

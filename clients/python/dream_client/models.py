@@ -628,6 +628,27 @@ class ScopeQueueView(BaseModel):
     scope_id: str = Field(..., title='Scope Id')
 
 
+class ScopeSummaryView(BaseModel):
+    created_at: AwareDatetime = Field(..., title='Created At')
+    position: int = Field(
+        ...,
+        description="The event that last changed the scope's settings.",
+        title='Position',
+    )
+    roles: list[str] = Field(
+        ...,
+        description="The caller's own roles in the scope (an administrator of the deployment may hold none).",
+        title='Roles',
+    )
+    scope_id: str = Field(..., title='Scope Id')
+    settings: dict[str, Any] = Field(..., title='Settings')
+    updated_at: AwareDatetime = Field(
+        ...,
+        description='When the settings last changed (or creation).',
+        title='Updated At',
+    )
+
+
 class ScopeView(BaseModel):
     position: int | None = Field(
         ...,
@@ -1196,6 +1217,31 @@ class RevisionView(BaseModel):
     )
     provenance: dict[str, Any] = Field(..., title='Provenance')
     ref: ArtifactRefBody
+    scope_id: str = Field(..., title='Scope Id')
+
+
+class ScopePage(BaseModel):
+    """
+    The scopes the caller may read, in scope id order.
+    """
+
+    next_cursor: str | None = Field(..., title='Next Cursor')
+    scopes: list[ScopeSummaryView] = Field(..., title='Scopes')
+
+
+class ScopeStatusView(BaseModel):
+    """
+    A scope at a glance: automatic dreaming's gates, the review inbox, the run queue.
+    """
+
+    auto: AutoDreamStatusView = Field(
+        ..., description='Automatic dreaming, as `dream auto status`.'
+    )
+    pending_candidates: int = Field(
+        ..., description='Candidates awaiting review.', title='Pending Candidates'
+    )
+    queued_runs: int = Field(..., title='Queued Runs')
+    running_runs: int = Field(..., title='Running Runs')
     scope_id: str = Field(..., title='Scope Id')
 
 

@@ -16,7 +16,15 @@ from dream_client.connection import (
     with_query,
     without_none,
 )
-from dream_client.models import IssuedTokenView, RolesView, ScopeView, TokenChange, TokenPage
+from dream_client.models import (
+    IssuedTokenView,
+    RolesView,
+    ScopePage,
+    ScopeStatusView,
+    ScopeView,
+    TokenChange,
+    TokenPage,
+)
 
 
 class ScopesClient(SubClient):
@@ -26,8 +34,20 @@ class ScopesClient(SubClient):
         return self._api.call(ScopeView, "POST", api_path("scopes"),
                               without_none(scope_id=scope_id, settings=optional_dict(settings)))
 
+    def list(self, *, cursor: str | None = None, limit: int | None = None,
+             after: int | None = None) -> ScopePage:
+        """The scopes you may read (every scope, for an administrator), in scope id order,
+        with your roles in each; pass ``next_cursor`` back as ``cursor`` for the next page."""
+        return self._api.call(ScopePage, "GET", with_query(api_path("scopes"), cursor=cursor,
+                                                           limit=limit, after=after))
+
     def get(self, scope_id: str) -> ScopeView:
         return self._api.call(ScopeView, "GET", api_path("scopes", scope_id))
+
+    def status(self, scope_id: str, *, after: int | None = None) -> ScopeStatusView:
+        """The scope at a glance: automatic dreaming's gates, the inbox, the run queue."""
+        return self._api.call(ScopeStatusView, "GET", with_query(
+            api_path("scopes", scope_id, "status"), after=after))
 
     def change_settings(self, scope_id: str, *, settings: Mapping[str, Any]) -> ScopeView:
         return self._api.call(ScopeView, "PATCH", api_path("scopes", scope_id, "settings"),
