@@ -324,7 +324,8 @@ def add_commands(commands: Commands) -> None:
     bench = commands.add_parser("bench", help="run a benchmark")
     bench.add_argument("suite", choices=["core", "http", "dream", "execution", "review", "audit",
                                           "freshness", "backlog", "mcp", "scale", "auto_dream",
-                                          "durability", "observability", "bundle_codec"],
+                                          "durability", "observability", "bundle_codec",
+                                          "webhooks"],
                        help="which benchmark")
     bench.add_argument("options", nargs=argparse.REMAINDER,
                        help="passed to the suite, e.g. --quick, --json, --stores sqlite")
