@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -354,3 +355,30 @@ def test_with_metrics_off_nothing_is_counted_and_the_gauges_stay(tmp_path: Path)
                     "dream_store_commits_total", "dream_run_attempts_ended_total",
                     "dream_model_calls_total", "dream_read_model_events_applied_total"):
         assert f"\n{counted}{{" not in metrics, counted
+
+
+def test_mcp_tool_calls_are_counted_by_tool_and_outcome(live_api: LiveApi) -> None:
+    from tests.test_mcp_http import http_agent  # noqa: PLC0415 - the MCP client's test kit
+
+    live_api.dreaming.records.create_scope(LOCAL, "team")
+    before = scrape(live_api.base_url)
+
+    async def calls() -> None:
+        async with http_agent(live_api.base_url, live_api.admin_token, scope=None) as agent:
+            await agent.call("list_scopes")
+            await agent.call("get_scope_status", scope_id="team")
+            refused = await agent.refused("get_scope_status", scope_id="nowhere")
+            assert refused["code"] == "scope_not_found"
+
+    anyio.run(calls)
+    after = scrape(live_api.base_url)
+
+    def grew(name: str, **labels: str) -> float:
+        return sample(after, name, **labels) - sample(before, name, **labels)
+
+    assert grew("dream_mcp_tool_calls_total", tool="list_scopes", outcome="ok") == 1
+    assert grew("dream_mcp_tool_calls_total", tool="get_scope_status", outcome="ok") == 1
+    assert grew("dream_mcp_tool_calls_total", tool="get_scope_status",
+                outcome="scope_not_found") == 1
+    assert grew("dream_mcp_tool_call_duration_seconds_count", tool="get_scope_status") == 2
+    assert grew("dream_errors_total", code="scope_not_found", transport="mcp") == 1

@@ -7,34 +7,26 @@ them the browser tests are skipped; with ``DREAM_REQUIRE_BROWSER=1`` (CI) they f
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from adapters.http.app import create_app
 from adapters.http.review_page import CONTENT_SECURITY_POLICY
-from adapters.http.server import running_server
 from adapters.settings import Settings
-from adapters.store.persistence import open_dreaming
 from domain.policy import Caller
 from dream_client import DreamClient
+from tests.browser_support import headless_chromium, serving
 from tests.conftest import LiveApi
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-REQUIRE_BROWSER = os.environ.get("DREAM_REQUIRE_BROWSER") == "1"
 WAIT_SECONDS = 20
 
 EXPERIENCE = {"situation": "a payment call timed out", "action": "retried with the same key",
@@ -46,35 +38,15 @@ TASK = {"source_type": "task", "source_id": "pay-1"}
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
-    """One headless Chromium for the module; Selenium Manager never runs (explicit paths)."""
-    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.is_file()]
-    if missing:
-        reason = (f"Chromium for the review page tests is missing: {', '.join(missing)} "
-                  "(apt-get install chromium chromium-driver)")
-        if REQUIRE_BROWSER:
-            pytest.fail(f"DREAM_REQUIRE_BROWSER=1: {reason}")
-        pytest.skip(reason)
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", "--disable-extensions", "--window-size=1280,1000"):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    yield driver
-    driver.quit()
+    with headless_chromium() as driver:
+        yield driver
 
 
 @pytest.fixture
 def page_api(settings: Settings) -> Iterator[LiveApi]:
     """Like the ``live_api`` fixture, with the review page switched on."""
-    enforced = settings.model_copy(update={"access": "enforced", "review_page": True})
-    dreaming = open_dreaming(enforced)
-    token = dreaming.access.bootstrap_admin()
-    assert token is not None
-    with running_server(create_app(dreaming, enforced)) as base_url:
-        yield LiveApi(base_url, token, dreaming)
-    dreaming.close()
+    with serving(settings, review_page=True) as api:
+        yield api
 
 
 @dataclass

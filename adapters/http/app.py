@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.routing import Route
 
+from adapters.http.api_docs import api_docs_router
 from adapters.http.errors import install_error_handlers
 from adapters.http.limits import MAX_BODY_BYTES, BodyLimit
 from adapters.http.priority import CountRequests
@@ -124,7 +125,7 @@ def create_app(dreaming: Dreaming, settings: Settings,
         flush_tracing()  # the spans of the last requests and runs
 
     api = FastAPI(title="Artifact Dreaming", version=version("artifact-dreaming"),
-                  description=DESCRIPTION, lifespan=lifespan)
+                  description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None)
     api.state.dreaming = dreaming
     api.state.read_wait_seconds = settings.read_wait_seconds
     api.state.webhook_outbox = webhook_outbox(settings)  # opened on first use
@@ -136,6 +137,7 @@ def create_app(dreaming: Dreaming, settings: Settings,
     api.include_router(tokens_router)
     api.include_router(webhooks_router)
     api.include_router(ops)
+    api.include_router(api_docs_router(api.title))  # /docs and /redoc, from local files
     # MCP over streamable HTTP: an ASGI app of its own, outside the OpenAPI document.
     api.router.routes.append(Route(MCP_PATH, mcp.app, include_in_schema=False))
     if settings.review_page:
