@@ -20,6 +20,7 @@ from application.bootstrap import Dreaming
 from benchmarks.durability_processes import Service, Store
 from domain.errors import WriteConflictError
 from domain.policy import LOCAL
+from domain.refs import Lineage, SourceRef
 from tests.conftest import LiveApi
 
 STORY = "The rollout pulled a moved tag and failed; pinning the image by digest fixed it."
@@ -298,7 +299,12 @@ def test_a_run_is_one_trace_from_admission_to_the_worker_in_another_process(
         worker.start()
         with httpx.Client(base_url=serve.base_url) as http:
             run = record_and_dream(http, "team")
-            assert finished(http, "team", run["run_id"])["outcome"] == "proposed"
+            done = finished(http, "team", run["run_id"])
+            assert done["outcome"] == "proposed"
+            candidate = done["candidate"]
+            assert isinstance(candidate, dict)
+            http.post(f"/v1/scopes/team/candidates/{candidate['candidate_id']}/approve",
+                      json={"expected_version": candidate["version"]}).raise_for_status()
     finally:
         for process in (worker, serve):  # stopping flushes each process's last spans
             process.stop()
@@ -318,6 +324,14 @@ def test_a_run_is_one_trace_from_admission_to_the_worker_in_another_process(
         "span_id"]}
     assert {"dream.evidence", "dream.model_call", "dream.commit"} <= phases.keys()
     assert all(s["context"]["trace_id"] == trace_id for s in phases.values())
+    # The approval, a later request, is a span of the run's trace too, linked to its request.
+    (approval,) = [s for s in api_spans if s["name"] == "dream.approve"]
+    assert approval["context"]["trace_id"] == trace_id
+    assert approval["attributes"]["dream.run_id"] == run["run_id"]
+    (request,) = [s for s in api_spans if s["name"].endswith("/approve")
+                  and s["kind"] == "SpanKind.SERVER"]
+    assert [link["context"]["span_id"] for link in approval["links"]] == [
+        request["context"]["span_id"]]
     # The store's statements are traced too (psycopg on PostgreSQL; nothing on SQLite), and
     # every span names the service and the process role.
     assert {s["resource"]["attributes"]["process.role"] for s in api_spans} == {"api"}
@@ -382,3 +396,31 @@ def test_mcp_tool_calls_are_counted_by_tool_and_outcome(live_api: LiveApi) -> No
                 outcome="scope_not_found") == 1
     assert grew("dream_mcp_tool_call_duration_seconds_count", tool="get_scope_status") == 2
     assert grew("dream_errors_total", code="scope_not_found", transport="mcp") == 1
+
+
+def test_review_decisions_are_counted_by_outcome(live_api: LiveApi) -> None:
+    app = live_api.dreaming
+    app.records.create_scope(LOCAL, "team")
+    app.records.record_source(LOCAL, "team", "task", "t1", text=STORY)
+    for candidate_id in ("c1", "c2"):
+        app.review.propose_candidate(
+            LOCAL, "team", candidate_id, "experience",
+            {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"},
+            Lineage(sources=(SourceRef("task", "t1"),)), "seen once")
+    before = scrape(live_api.base_url)
+    with httpx.Client(base_url=live_api.base_url, headers=live_api.headers()) as http:
+        http.post("/v1/scopes/team/candidates/c1/approve",
+                  json={"expected_version": 1}).raise_for_status()
+        stale = http.post("/v1/scopes/team/candidates/c2/reject",
+                          json={"expected_version": 2, "reason": "not general"})
+        assert stale.status_code == 409
+        code = stale.json()["error"]["code"]
+    after = scrape(live_api.base_url)
+
+    def grew(**labels: str) -> float:
+        return (sample(after, "dream_review_decisions_total", **labels)
+                - sample(before, "dream_review_decisions_total", **labels))
+
+    assert grew(decision="approve", outcome="ok") == 1
+    assert grew(decision="reject", outcome=code) == 1
+    assert grew(decision="reject", outcome="ok") == 0

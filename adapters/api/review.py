@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
+from typing import Any
 
 from adapters.api.acting import Acting, Recorded
 from adapters.http.schemas import (
@@ -16,8 +19,12 @@ from adapters.http.schemas import (
     ReviseCandidate,
 )
 from adapters.http.schemas.vocabulary import EVERY_STATUS
+from adapters.observability.metrics import REVIEW_DECISIONS
+from adapters.observability.sharing import metrics_recorded
+from adapters.observability.tracing import continued, tracing_on
 from application.review import Reviewed
 from application.store import Written
+from domain.errors import DomainError
 from projections.review_inbox import REVIEW_INBOX
 
 
@@ -72,11 +79,51 @@ def revise(acting: Acting, scope_id: str, candidate_id: str,
 
 def approve(acting: Acting, scope_id: str, candidate_id: str,
             body: ApproveCandidate) -> CandidateView:
-    return _shown(acting, acting.app.review.approve_candidate(
-        acting.caller(), scope_id, candidate_id, body.expected_version))
+    caller = acting.caller()
+    with _in_the_runs_trace(acting, scope_id, candidate_id, "dream.approve"), \
+            _counted("approve"):
+        return _shown(acting, acting.app.review.approve_candidate(
+            caller, scope_id, candidate_id, body.expected_version))
 
 
 def reject(acting: Acting, scope_id: str, candidate_id: str,
            body: RejectCandidate) -> CandidateView:
-    return _shown(acting, acting.app.review.reject_candidate(
-        acting.caller(), scope_id, candidate_id, body.expected_version, body.reason))
+    caller = acting.caller()
+    with _in_the_runs_trace(acting, scope_id, candidate_id, "dream.reject"), \
+            _counted("reject"):
+        return _shown(acting, acting.app.review.reject_candidate(
+            caller, scope_id, candidate_id, body.expected_version, body.reason))
+
+
+@contextmanager
+def _counted(decision: str) -> Iterator[None]:
+    """A decision counted by its outcome: ``ok``, or the code it was refused with."""
+    try:
+        yield
+    except DomainError as refusal:
+        if metrics_recorded():
+            REVIEW_DECISIONS.labels(decision, refusal.code).inc()
+        raise
+    if metrics_recorded():
+        REVIEW_DECISIONS.labels(decision, "ok").inc()
+
+
+def _in_the_runs_trace(acting: Acting, scope_id: str, candidate_id: str,
+                       name: str) -> AbstractContextManager[Any]:
+    """With tracing on, a decision on a Candidate a Dream run proposed is a span of that
+    run's trace (linked to the request's own), so one trace reads admission, claim, evidence,
+    model call, Candidate and decision. Off, nothing is read."""
+    if not tracing_on():
+        return nullcontext()
+    try:
+        reviewed = acting.app.review.get_candidate(acting.caller(), scope_id, candidate_id)
+        run_id = reviewed.candidate.run_id
+        run = None if run_id is None else acting.app.runs.get_dream(acting.who(), scope_id,
+                                                                     run_id)
+    except DomainError:  # the decision itself refuses, with its own code
+        return nullcontext()
+    if run is None:
+        return nullcontext()
+    return continued(name, run.trace_parent, {"dream.run_id": run.run_id,
+                                              "dream.candidate_id": candidate_id},
+                     linked=True)

@@ -34,6 +34,9 @@ TOOL_CALLS = Counter("dream_mcp_tool_calls", "MCP tool calls, by tool and outcom
                      "stable error code).", ["tool", "outcome"])
 TOOL_SECONDS = Histogram("dream_mcp_tool_call_duration_seconds", "MCP tool call time.",
                          ["tool"], buckets=REQUEST_BUCKETS)
+REVIEW_DECISIONS = Counter(
+    "dream_review_decisions", "Approvals and rejections of Candidates, by outcome (ok, or the "
+    "stable error code: candidate_conflict is a lost compare-and-set).", ["decision", "outcome"])
 RUN_PHASE_SECONDS = Histogram(
     "dream_run_phase_duration_seconds",
     "Dream run phases: queue_wait (accepted to first claim), evidence, model_call, commit.",

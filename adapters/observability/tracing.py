@@ -116,21 +116,31 @@ def current_trace_id() -> str | None:
     return f"{context.trace_id:032x}" if context.is_valid else None
 
 
-def continued(name: str, trace_parent: str | None,
-              attributes: dict[str, str | int]) -> AbstractContextManager[Any]:
-    """A span continuing the trace ``trace_parent`` names (a new trace when there is none)."""
+def tracing_on() -> bool:
+    return _tracer is not None
+
+
+def continued(name: str, trace_parent: str | None, attributes: dict[str, str | int], *,
+              linked: bool = False) -> AbstractContextManager[Any]:
+    """A span continuing the trace ``trace_parent`` names (a new trace when there is none);
+    ``linked``: with a link to the current span, whose trace it leaves (a request that acts
+    on an earlier run)."""
     if _tracer is None:
         return nullcontext()
-    return _continued(name, trace_parent, attributes)
+    return _continued(name, trace_parent, attributes, linked)
 
 
 @contextmanager
-def _continued(name: str, trace_parent: str | None,
-               attributes: dict[str, str | int]) -> Iterator[Any]:
+def _continued(name: str, trace_parent: str | None, attributes: dict[str, str | int],
+               linked: bool) -> Iterator[Any]:
+    from opentelemetry import trace  # noqa: PLC0415
     from opentelemetry.propagate import extract  # noqa: PLC0415
 
     parent = extract({"traceparent": trace_parent}) if trace_parent else None
-    with _tracer.start_as_current_span(name, context=parent, attributes=attributes) as span:
+    here = trace.get_current_span().get_span_context()
+    links = [trace.Link(here)] if linked and here.is_valid else None
+    with _tracer.start_as_current_span(name, context=parent, attributes=attributes,
+                                       links=links) as span:
         yield span
 
 
