@@ -281,3 +281,23 @@ def test_the_cli_creates_lists_and_revokes_a_subscription(
     assert main(["webhook", "create", "gopher://x", *api]) == 1
     assert "invalid_webhook_url" in capsys.readouterr().err
     assert main(["webhook", "deliveries", created["webhook_id"], *api]) == 0
+
+
+def test_dream_serve_delivers_beside_its_workers(settings: Settings,
+                                                   receiver: Receiver) -> None:
+    from adapters.http.app import create_app  # noqa: PLC0415
+    from adapters.http.server import running_server  # noqa: PLC0415
+    from adapters.store.persistence import open_dreaming  # noqa: PLC0415
+
+    serving = settings.model_copy(update={"workers": 1})
+    dreaming = open_dreaming(serving)
+    try:
+        with (running_server(create_app(dreaming, serving)) as base_url,
+              httpx.Client(base_url=base_url) as client):
+            client.post("/v1/scopes", json={"scope_id": "team"}).raise_for_status()
+            subscribe(client, receiver.url)
+            record(client, "s1", "s2")
+            wait_until(lambda: len(receiver.delivered()) == 2)
+    finally:
+        dreaming.close()
+    assert source_ids(receiver) == ["s1", "s2"]

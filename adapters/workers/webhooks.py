@@ -79,6 +79,16 @@ def backoff_seconds(failures: int, options: DeliveryOptions) -> float:
 Post = Callable[[str, bytes, Mapping[str, str], float], int]
 
 
+@dataclass(frozen=True)
+class _Known:
+    """A subscription's outbox row as last claimed here, until ``recheck_at`` (monotonic)."""
+
+    mine: bool
+    position: int
+    next_attempt_at: float | None
+    recheck_at: float
+
+
 def http_post(client: httpx.Client) -> Post:
     def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> int:
         return client.post(url, content=body, headers=dict(headers), timeout=timeout).status_code
@@ -103,6 +113,7 @@ class WebhookDelivery:
             post = http_post(self._client)
         self._post = post
         self._subscriptions: dict[str, Webhook] = {}
+        self._known: dict[str, _Known] = {}
         self._next_refresh = 0.0
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -159,16 +170,34 @@ class WebhookDelivery:
             busy = self._deliver(key, webhook) or busy
         return busy
 
+    def _idle(self, webhook: Webhook, known: _Known | None) -> bool:
+        """Whether the outbox need not be asked this pass (no write transaction on an idle
+        subscription): its lease is fresh enough and, held here, it backs off or has nothing
+        new after the position last seen; held elsewhere, it is that holder's."""
+        if known is None or time.monotonic() >= known.recheck_at:
+            return False
+        if not known.mine:
+            return True
+        if known.next_attempt_at is not None and known.next_attempt_at > self.clock():
+            return True
+        return not self.feed().events_after(webhook.scope_id, known.position, 1)
+
     def _deliver(self, key: str, webhook: Webhook) -> bool:
         outbox, options = self.outbox, self.options
+        if self._idle(webhook, self._known.get(key)):
+            return False
+        recheck_at = time.monotonic() + options.lease_seconds / 3
         row = outbox.claim(webhook.id, self.holder, options.lease_seconds)
-        if row is None:
-            return False  # another process delivers this one
+        if row is None:  # another process delivers this one
+            self._known[key] = _Known(False, 0, None, recheck_at)
+            return False
+        self._known[key] = _Known(True, row.position, row.next_attempt_at, recheck_at)
         if row.next_attempt_at is not None and row.next_attempt_at > self.clock():
             return False  # backing off
         events = self.feed().events_after(webhook.scope_id, row.position, options.batch)
         if not events:
             return False
+        del self._known[key]  # the position moves: the outbox is asked again next pass
         webhook = self._subscriptions[key] = self.app.webhooks.current(webhook)
         if webhook.revoked:
             return False
