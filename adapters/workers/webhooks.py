@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import urlsplit
 
-import httpx
 import msgspec
 
 from adapters.store.generation_slots import holder_name
@@ -89,10 +91,29 @@ class _Known:
     recheck_at: float
 
 
-def http_post(client: httpx.Client) -> Post:
-    def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> int:
-        return client.post(url, content=body, headers=dict(headers), timeout=timeout).status_code
-    return post
+def http_post(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> int:
+    """POST with the standard library (``dream worker`` starts without an HTTP client
+    package): one connection per delivery, redirects not followed, the status answered."""
+    parts = urlsplit(url)
+    connection: http.client.HTTPConnection
+    if parts.scheme == "https":
+        connection = http.client.HTTPSConnection(parts.hostname or "", parts.port,
+                                                 timeout=timeout,
+                                                 context=ssl.create_default_context())
+    else:
+        connection = http.client.HTTPConnection(parts.hostname or "", parts.port,
+                                                timeout=timeout)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        connection.request("POST", target, body=body, headers=dict(headers))
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+DELIVERY_ERRORS = (OSError, http.client.HTTPException)  # refused, timed out, TLS, garbled
 
 
 class WebhookDelivery:
@@ -107,11 +128,7 @@ class WebhookDelivery:
         self.options = options or DeliveryOptions()
         self.clock = clock
         self.holder = holder_name()
-        self._client: httpx.Client | None = None
-        if post is None:
-            self._client = httpx.Client(follow_redirects=False)
-            post = http_post(self._client)
-        self._post = post
+        self._post = post or http_post
         self._subscriptions: dict[str, Webhook] = {}
         self._known: dict[str, _Known] = {}
         self._next_refresh = 0.0
@@ -137,8 +154,6 @@ class WebhookDelivery:
                 self.outbox.release(webhook.id, self.holder)
             except Exception:  # the lease runs out by itself
                 log.debug("releasing a webhook lease failed", exc_info=True)
-        if self._client is not None:
-            self._client.close()
         self.outbox.close()  # the delivery owns its outbox
 
     def _run(self) -> None:
@@ -246,7 +261,7 @@ class WebhookDelivery:
             status = self._post(webhook.url, body, headers, self.options.timeout)
             if not 200 <= status < 300:
                 error = f"the receiver answered {status}"
-        except httpx.HTTPError as failed:
+        except DELIVERY_ERRORS as failed:
             error = (f"{type(failed).__name__}: {failed}")[:ERROR_MAX]
         duration_ms = round((time.perf_counter() - began) * 1000)
         if error is None:
