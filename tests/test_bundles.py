@@ -10,6 +10,7 @@ import tempfile
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,8 +22,10 @@ from adapters.store.bundles import (
     ImportConflictError,
     export,
     import_bundle,
+    read_bundle,
 )
-from adapters.store.migration import EventChain, events_of
+from adapters.store.deployment import deployment_id
+from adapters.store.migration import EventChain, events_of, migrate
 from adapters.store.persistence import open_dreaming, open_store
 from devkit.throwaway_postgres import PostgresServer
 from domain.errors import ScopeNotFoundError
@@ -187,3 +190,59 @@ def test_any_history_round_trips_through_a_bundle(steps: list[tuple[str, str, in
         done = import_bundle(bundle, target)
         assert done.skipped == 0
         assert chain(target) == chain(source)  # every event, in order, byte for byte
+
+
+def source_deployment(bundle: Path) -> str | None:
+    return read_bundle(bundle).header.deployment
+
+
+def exported(store: Settings, bundle: Path, scope: str = "s") -> Path:
+    with bundle.open("xb") as out:
+        export(store, out, [scope])
+    return bundle
+
+
+def with_scope(store: Settings, scope: str = "s") -> Settings:
+    app = open_dreaming(store)
+    try:
+        app.records.create_scope(LOCAL, scope)
+    finally:
+        app.close()
+    return store
+
+
+def test_a_bundle_names_its_source_deployment_by_a_stable_id(tmp_path: Path) -> None:
+    first, second = with_scope(embedded(tmp_path / "a")), with_scope(embedded(tmp_path / "b"))
+    ours = source_deployment(exported(first, tmp_path / "a1.jsonl"))
+    assert ours is not None
+    assert UUID(ours).version == 4
+    assert source_deployment(exported(first, tmp_path / "a2.jsonl")) == ours  # kept
+    assert source_deployment(exported(second, tmp_path / "b.jsonl")) not in (ours, None)
+
+    moved = embedded(tmp_path / "moved")
+    assert migrate(first, moved).equal
+    assert source_deployment(exported(moved, tmp_path / "moved.jsonl")) == ours
+
+    target = tmp_path / "target"
+    imported = dream("import", "--data-dir", str(target), "--from", str(tmp_path / "a1.jsonl"))
+    assert imported.returncode == 0, imported.stderr
+    assert f"from deployment {ours} (sqlite)" in imported.stdout
+    again = dream("import", "--data-dir", str(target), "--from", str(tmp_path / "a1.jsonl"),
+                  "--merge", "--json")
+    assert json.loads(again.stdout)["source_deployment"] == ours
+    # The target is a deployment of its own, with its own id.
+    assert source_deployment(exported(embedded(target), tmp_path / "t.jsonl")) != ours
+
+
+@pytest.mark.postgres
+def test_a_deployment_moved_to_postgresql_keeps_its_id(postgres_server: PostgresServer | str,
+                                                       tmp_path: Path) -> None:
+    source = with_scope(embedded(tmp_path / "a"))
+    ours = source_deployment(exported(source, tmp_path / "a.jsonl"))
+    target = Settings(data_dir=tmp_path / "unused", database_url=fresh_postgres_url(
+        postgres_server), access="disabled")
+    assert migrate(source, target).equal
+    assert source_deployment(exported(target, tmp_path / "pg1.msgpack")) == ours
+    assert source_deployment(exported(target, tmp_path / "pg2.msgpack")) == ours
+    with closing(open_store(target)) as store:
+        assert deployment_id(store) == ours

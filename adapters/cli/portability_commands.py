@@ -138,7 +138,8 @@ def _import(args: argparse.Namespace) -> int:
     done = import_bundle(Path(args.source), settings_from(args), merge=args.merge)
     print(json.dumps(asdict(done)) if args.json else
           f"imported {done.appended:,} of {done.events:,} events ({done.skipped:,} already "
-          f"there) into scopes {', '.join(done.scopes) or '(deployment-wide)'}")
+          f"there) into scopes {', '.join(done.scopes) or '(deployment-wide)'}, from "
+          f"deployment {done.source_deployment or '(not named)'} ({done.source_store})")
     return 0
 
 

@@ -23,6 +23,7 @@ import msgspec
 from eventsourcing.persistence import Notification
 
 from adapters.settings import Settings
+from adapters.store.deployment import deployment_id
 from adapters.store.migration import EventChain, batches, events_of, stored_event
 from adapters.store.persistence import open_store
 from application.store import EventStore
@@ -50,6 +51,9 @@ class Header(msgspec.Struct, tag="header", frozen=True):
     exported_at: str
     source: str  # the store kind it came from
     scopes: list[str] | None  # None: the whole deployment
+    # The source deployment's stable id (adapters.store.deployment); None in a bundle written
+    # before it was recorded.
+    deployment: str | None = None
 
 
 class Event(msgspec.Struct, tag="event", frozen=True):
@@ -87,11 +91,11 @@ def export(settings: Settings, out: IO[bytes], scopes: Sequence[str] | None = No
            encoding: Encoding = "jsonl") -> Trailer:
     """Write the events of ``scopes`` (every event when None) to ``out``."""
     writer = _Writer(out, encoding)
-    writer.write(Header(FORMAT, SCHEMA_VERSION, datetime.now(tz=UTC).isoformat(),
-                        "postgresql" if settings.uses_postgres else "sqlite",
-                        None if scopes is None else sorted(scopes)))
     chain = EventChain()
     with closing(open_store(settings)) as store:
+        writer.write(Header(FORMAT, SCHEMA_VERSION, datetime.now(tz=UTC).isoformat(),
+                            "postgresql" if settings.uses_postgres else "sqlite",
+                            None if scopes is None else sorted(scopes), deployment_id(store)))
         for notification in _selected(store, None if scopes is None else set(scopes)):
             chain.add(notification)
             writer.write(Event(notification.id, UUID(str(notification.originator_id)),
@@ -196,6 +200,8 @@ class Imported:
     appended: int
     skipped: int
     scopes: list[str]
+    source_deployment: str | None  # the id of the deployment the bundle came from
+    source_store: str  # sqlite or postgresql
 
 
 def import_bundle(path: Path, settings: Settings, *, merge: bool = False) -> Imported:
@@ -219,7 +225,7 @@ def import_bundle(path: Path, settings: Settings, *, merge: bool = False) -> Imp
         for batch in batches(missing):
             store.recorder.insert_events([stored_event(event) for event in batch])
     return Imported(len(bundle.events), len(missing), len(bundle.events) - len(missing),
-                    sorted(scopes))
+                    sorted(scopes), bundle.header.deployment, bundle.header.source)
 
 
 def _scopes_of(bundle: Bundle) -> set[str]:

@@ -20,6 +20,7 @@ from uuid import UUID
 from eventsourcing.persistence import Notification, StoredEvent
 
 from adapters.settings import Settings
+from adapters.store.deployment import adopt_deployment_id, deployment_id
 from adapters.store.persistence import open_store
 from adapters.store.projection_runtime import start_projection
 from adapters.store.replay_verification import ProjectionComparison, verify
@@ -123,6 +124,8 @@ def migrate(source: Settings, target: Settings,
         report.events, report.copied = source_chain.events, (target_chain.events
                                                               - report.already_there)
         report.source_chain, report.target_chain = source_chain.digest, target_chain.digest
+        # The same deployment, moved: the target answers to the source's id from now on.
+        adopt_deployment_id(to_store, deployment_id(from_store))
     build_read_models(target)
     report.read_models = verify(target, READ_MODELS)  # each one against a replay of the events
     return report
