@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from importlib.metadata import version
@@ -33,6 +34,7 @@ HINTS = {
                     "or run where the server's data directory holds admin-token",
     "token_expired": "issue a new token with `dream admin token create`",
     "forbidden": "ask a scope admin for a role (`POST /v1/scopes/{scope}/roles`)",
+    "store_unavailable": "is the database up and the URL right? Retrying is safe",
 }
 """What to do about an error, shown beside it as ``details.hint``."""
 
@@ -61,6 +63,20 @@ def main(argv: list[str] | None = None) -> int:
         if _refused_by_the_api(error):
             _print_error(error.code, error.message, error.details)  # type: ignore[attr-defined]
             return 1
+        if isinstance(error, OSError) and error.filename is not None:
+            # A file or directory the command was given and cannot use: missing, a file where
+            # a directory must be, one that must be new and exists, one it may not write.
+            _print_error("invalid_path", f"{error.strerror or error}: {error.filename}",
+                         {"path": str(error.filename),
+                          "reason": errno.errorcode.get(error.errno or 0, "unknown")})
+            return 1
+        if _not_a_url(error):
+            _print_error("invalid_request", f"the API's URL is not one: {error}",
+                         {"field": "--url"})
+            return 1
+        if _store_unavailable(error):
+            _print_error("store_unavailable", f"the store did not answer: {error}", {})
+            return 1
         if not _unreachable(error):
             raise
         _print_error("connection_failed", f"could not reach the API: {error}", {})
@@ -73,6 +89,20 @@ def _refused_by_the_api(error: Exception) -> bool:
     with it the HTTP stack): `dream worker` and the other store commands start without it."""
     errors = sys.modules.get("dream_client.errors")
     return errors is not None and isinstance(error, errors.ApiError)
+
+
+def _not_a_url(error: Exception) -> bool:
+    """The HTTP client's refusal of a ``--url`` (``DREAM_URL``) it cannot parse."""
+    httpx = sys.modules.get("httpx")
+    return httpx is not None and isinstance(error, httpx.InvalidURL)
+
+
+def _store_unavailable(error: Exception) -> bool:
+    """The store library's outage errors (a database that does not answer, a lock held too
+    long). Only the commands that open a store load the library."""
+    persistence = sys.modules.get("eventsourcing.persistence")
+    return persistence is not None and isinstance(
+        error, (persistence.OperationalError, persistence.InterfaceError))
 
 
 def _unreachable(error: Exception) -> bool:

@@ -113,7 +113,29 @@ def verified(source: Path) -> Manifest:
     if not copy.is_file() or _digest(copy) != manifest.sha256:
         raise BackupInvalidError(f"the backup's {BACKUP_FILE} is missing or changed since it "
                                  "was taken (its sha256 differs)", backup=str(source))
+    _check_copy(copy, manifest, source)
     return manifest
+
+
+def _check_copy(copy: Path, manifest: Manifest, source: Path) -> None:
+    """The copy is a whole SQLite database holding the events its manifest names: a manifest
+    rewritten to match a cut or foreign file is refused before anything is restored."""
+    try:
+        connection = sqlite3.connect(f"file:{copy}?mode=ro", uri=True)
+        try:
+            checked = connection.execute("PRAGMA integrity_check").fetchone()[0]
+            counts = None if checked != "ok" else _counted(connection)
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as error:
+        raise BackupInvalidError(f"the backup's {BACKUP_FILE} is not a whole event store: "
+                                 f"{error}", backup=str(source)) from None
+    if checked != "ok":
+        raise BackupInvalidError(f"the backup's {BACKUP_FILE} failed its integrity check: "
+                                 f"{checked}", backup=str(source))
+    if counts != (manifest.events, manifest.last_position):
+        raise BackupInvalidError(f"the backup's {BACKUP_FILE} does not hold the events its "
+                                 "manifest names", backup=str(source))
 
 
 def _copy_database(source: Path, target: Path) -> None:
@@ -138,10 +160,14 @@ def _counts(copy: Path) -> tuple[int, int]:
     """The copy's event count and last position."""
     connection = sqlite3.connect(f"file:{copy}?mode=ro", uri=True)
     try:
-        count, last = connection.execute(
-            "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM stored_events").fetchone()
+        return _counted(connection)
     finally:
         connection.close()
+
+
+def _counted(connection: sqlite3.Connection) -> tuple[int, int]:
+    count, last = connection.execute(
+        "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM stored_events").fetchone()
     return int(count), int(last)
 
 

@@ -43,6 +43,7 @@ from adapters.store.pool_tuning import tune_pool
 from application.bootstrap import Dreaming
 from application.ports import EventsOfMany, ReadSetChangedError
 from application.store import EventStore
+from domain.errors import InvalidRequestError
 from projections.backends import SerialisedSchema, SynchronousPool
 from projections.rendered_sql import RenderedNotifications, RenderedStatements, rendered
 
@@ -335,18 +336,27 @@ def _topic(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+class DatabaseUrlError(InvalidRequestError, ValueError):
+    """A database URL that is not a PostgreSQL URL: ``invalid_request``, never a traceback
+    (and still the ValueError it always was)."""
+
+
 def postgres_env(database_url: str, settings: Settings | None = None) -> dict[str, str]:
     settings = settings or Settings()
-    url = urlsplit(database_url)
+    try:
+        url = urlsplit(database_url)
+        port = url.port  # a port that is not a number raises here, not at the first connection
+    except ValueError:
+        url, port = urlsplit(""), None
     if url.scheme not in ("postgresql", "postgres") or not url.path.strip("/"):
         msg = "DREAM_DATABASE_URL must look like postgresql://user:password@host:port/dbname"
-        raise ValueError(msg)
+        raise DatabaseUrlError(msg, field="DREAM_DATABASE_URL")
     return {
         "PERSISTENCE_MODULE": _topic(DreamPostgresFactory),
         "APPLICATION_RECORDER_TOPIC": _topic(ReadSetPostgresApplicationRecorder),
         "POSTGRES_DBNAME": unquote(url.path.strip("/")),
         "POSTGRES_HOST": url.hostname or "127.0.0.1",
-        "POSTGRES_PORT": str(url.port or 5432),
+        "POSTGRES_PORT": str(port or 5432),
         "POSTGRES_USER": unquote(url.username or ""),
         "POSTGRES_PASSWORD": unquote(url.password or ""),
         "POSTGRES_POOL_SIZE": str(settings.postgres_pool_size),
