@@ -11,6 +11,7 @@ from threading import Thread
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig
 from starlette.routing import Route
 
 from adapters.http.api_docs import api_docs_router
@@ -109,6 +110,13 @@ def background(dreaming: Dreaming, settings: Settings,
         yield parts
 
 
+# FastAPI's own OpenTelemetry (a span for every dependency, endpoint and serialisation, its
+# metrics and logs) stays off: with tracing on, requests are traced by
+# ``adapters.observability.request_spans``, and they are counted by our metrics.
+NATIVE_TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False,
+                                         "operation_spans": False}
+
+
 def create_app(dreaming: Dreaming, settings: Settings,
                max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """The API; its read models follow the store while the server runs (lifespan)."""
@@ -125,7 +133,8 @@ def create_app(dreaming: Dreaming, settings: Settings,
         flush_tracing()  # the spans of the last requests and runs
 
     api = FastAPI(title="Artifact Dreaming", version=version("artifact-dreaming"),
-                  description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None)
+                  description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  telemetry=NATIVE_TELEMETRY_OFF)
     api.state.dreaming = dreaming
     api.state.read_wait_seconds = settings.read_wait_seconds
     api.state.webhook_outbox = webhook_outbox(settings)  # opened on first use
@@ -146,5 +155,5 @@ def create_app(dreaming: Dreaming, settings: Settings,
         api.include_router(ops_page_router())
     if settings.metrics:
         api.add_middleware(ObserveRequests, routes=api.router.routes)  # outermost: sees all
-    instrument_app(api)  # with tracing on, a server span for every request
+    instrument_app(api)  # with tracing on, a server span for every request (ours)
     return api

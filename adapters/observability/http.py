@@ -20,13 +20,37 @@ REQUEST_ID_HEADER = b"x-request-id"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
+class RouteTemplates:
+    """The full path template of the route that served a request. FastAPI names the route in
+    the scope (a plain Starlette route, like /mcp, only its endpoint); included routers keep
+    their prefixes apart, so the full templates are read once from the app."""
+
+    def __init__(self, routes: list[Any]) -> None:
+        self.routes = routes
+        self._templates: dict[int, str] | None = None
+
+    def of(self, scope: Scope) -> str:
+        if self._templates is None:
+            self._templates = {}
+            for context in iter_route_contexts(self.routes):
+                route, template = context.original_route, context.path_format
+                if template is not None:
+                    self._templates[id(route)] = template
+                    self._templates.setdefault(id(getattr(route, "endpoint", route)), template)
+        served = scope.get("route") or scope.get("endpoint")
+        return self._templates.get(id(served), UNMATCHED_ROUTE)
+
+
+def method_of(scope: Scope) -> str:
+    return scope["method"] if scope["method"] in METHODS else "OTHER"
+
+
 class ObserveRequests:
     """Outermost middleware: sees every answer, errors included."""
 
     def __init__(self, app: ASGIApp, routes: list[Any]) -> None:
         self.app = app
-        self.routes = routes
-        self._templates: dict[int, str] | None = None
+        self.templates = RouteTemplates(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -49,22 +73,7 @@ class ObserveRequests:
         try:
             await self.app(scope, receive, answer)
         finally:
-            method = scope["method"] if scope["method"] in METHODS else "OTHER"
-            route = self._template(scope)
+            method, route = method_of(scope), self.templates.of(scope)
             HTTP_REQUESTS.labels(method, route, str(status)).inc()
             HTTP_SECONDS.labels(method, route).observe(time.perf_counter() - started)
             context.request_id.reset(named)
-
-    def _template(self, scope: Scope) -> str:
-        """The full path template of the route that served the request. FastAPI names the
-        route in the scope (a plain Starlette route, like /mcp, only its endpoint); included
-        routers keep their prefixes apart, so the full templates are read once from the app."""
-        if self._templates is None:
-            self._templates = {}
-            for context in iter_route_contexts(self.routes):
-                route, template = context.original_route, context.path_format
-                if template is not None:
-                    self._templates[id(route)] = template
-                    self._templates.setdefault(id(getattr(route, "endpoint", route)), template)
-        served = scope.get("route") or scope.get("endpoint")
-        return self._templates.get(id(served), UNMATCHED_ROUTE)

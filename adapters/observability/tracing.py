@@ -85,14 +85,12 @@ def _exporter() -> Any:
 
 
 def instrument_app(api: FastAPI) -> None:
-    """A server span for every HTTP request, when tracing is on."""
+    """A server span for every HTTP request, when tracing is on (the outermost middleware)."""
     if _tracer is None:
         return
-    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor  # noqa: PLC0415
+    from adapters.observability.request_spans import TraceRequests  # noqa: PLC0415
 
-    # One span a request: the ASGI send/receive spans under it cost more than they tell.
-    FastAPIInstrumentor.instrument_app(api, excluded_urls="healthz,metrics",
-                                       exclude_spans=["receive", "send"])
+    api.add_middleware(TraceRequests, routes=api.router.routes, tracer=_tracer)
 
 
 def current_traceparent() -> str | None:
