@@ -56,7 +56,8 @@ def test_a_request_is_one_server_span_named_by_its_route_in_the_callers_trace() 
     assert span.name == "GET /v1/scopes/{scope_id}"
     assert span.kind == SpanKind.SERVER
     assert f"{span.context.trace_id:032x}" == TRACE_ID
-    assert span.parent is not None and f"{span.parent.span_id:016x}" == "00f067aa0ba902b7"
+    assert span.parent is not None
+    assert f"{span.parent.span_id:016x}" == "00f067aa0ba902b7"
     assert span.attributes is not None
     assert span.attributes["http.route"] == "/v1/scopes/{scope_id}"
     assert span.attributes["url.path"] == "/v1/scopes/team"
