@@ -11,10 +11,11 @@ import base64
 import binascii
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from application.queries import MAX_PAGE
-from domain.errors import InvalidCursorError
+from domain.errors import DomainError, InvalidCursorError
 from projections.checks import check_bounded_int
 from projections.dialect import Row
 
@@ -69,3 +70,28 @@ def decode_cursor_text(cursor: object, max_chars: int) -> str:
 def bad_cursor(reason: str) -> InvalidCursorError:
     return InvalidCursorError("cursor is not one this service issued; start again without it",
                               field="cursor", reason=reason)
+
+
+@dataclass(frozen=True)
+class KeyCursors:
+    """The cursors of a list paged by one text key, as ``"<tag>:<key>"``: tagged, so a cursor
+    of one list is never taken for another's, and checked like the key it names."""
+
+    tag: str
+    key_name: str
+    max_key_bytes: int
+    check_key: Callable[[str], str]  # the key, or a DomainError
+
+    def encode(self, key: str) -> str:
+        return encode_cursor_text(f"{self.tag}:{key}")
+
+    def decode(self, cursor: object) -> str:
+        """The key a page ended on; anything this service did not issue is ``invalid_cursor``."""
+        text = decode_cursor_text(cursor, cursor_max_chars(len(self.tag) + 1 + self.max_key_bytes))
+        tag, _, key = text.partition(":")
+        if tag != self.tag:
+            raise bad_cursor(f"the cursor is not a {self.tag} cursor")
+        try:
+            return self.check_key(key)
+        except DomainError:
+            raise bad_cursor(f"the cursor's {self.key_name} is not a valid one") from None

@@ -26,7 +26,6 @@ from eventsourcing.projection import Projection
 
 from domain.candidate import CANDIDATE_FAMILIES, Candidate, CandidateStatus
 from domain.canonical import canonical_json
-from domain.errors import InvalidIdentifierError
 from domain.refs import ArtifactRef
 from domain.text import check_recorded_identifier
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
@@ -43,11 +42,8 @@ from projections.dialect import (
     stored_text,
 )
 from projections.paging import (
-    bad_cursor,
+    KeyCursors,
     check_limit,
-    cursor_max_chars,
-    decode_cursor_text,
-    encode_cursor_text,
     keyset_page,
 )
 from projections.times import to_micros
@@ -55,9 +51,6 @@ from projections.times import to_micros
 DEFAULT_LIMIT = 50
 STATUSES = (CandidateStatus.PENDING, CandidateStatus.APPROVED, CandidateStatus.REJECTED)
 CANDIDATE_ID_MAX = 128  # domain.text.check_identifier's default, which Candidate.propose uses
-_CURSOR_TAG = "inbox:"  # so a cursor of another list (e.g. runs) is not taken for one of these
-# The tag, then the id in UTF-8: up to 4 bytes a character.
-_CURSOR_MAX_CHARS = cursor_max_chars(len(_CURSOR_TAG) + CANDIDATE_ID_MAX * 4)
 
 COLUMNS: Columns = (
     AGGREGATE_ID,
@@ -112,28 +105,20 @@ class CandidateSummary:
     @property
     def cursor(self) -> str:
         """The cursor of the page that continues after this candidate."""
-        return encode_cursor(self.candidate_id)
+        return CURSORS.encode(self.candidate_id)
 
 
 # -- cursors ----------------------------------------------------------------------------------
 
 
-def encode_cursor(candidate_id: str) -> str:
-    """Opaque to clients: ``"inbox:<candidate_id>"`` (see :mod:`projections.paging`)."""
-    return encode_cursor_text(_CURSOR_TAG + candidate_id)
+def _recorded_candidate_id(candidate_id: str) -> str:
+    # A page may end on a Candidate named before the identifier alphabet (ADR-0009).
+    return check_recorded_identifier("candidate_id", candidate_id, CANDIDATE_ID_MAX)
 
 
-def decode_cursor(cursor: object) -> str:
-    """The candidate id; anything this service did not issue is ``invalid_cursor``."""
-    text = decode_cursor_text(cursor, _CURSOR_MAX_CHARS)
-    tag, _, candidate_id = text.partition(":")
-    if tag + ":" != _CURSOR_TAG:
-        raise bad_cursor("the cursor is not a review inbox cursor")
-    try:
-        # A page may end on a Candidate named before the identifier alphabet (ADR-0009).
-        return check_recorded_identifier("candidate_id", candidate_id, CANDIDATE_ID_MAX)
-    except InvalidIdentifierError:
-        raise bad_cursor("the cursor's candidate id is not a valid candidate id") from None
+# Opaque to clients: ``"inbox:<candidate_id>"`` (see :mod:`projections.paging`); the id in
+# UTF-8, up to 4 bytes a character.
+CURSORS = KeyCursors("inbox", "candidate id", CANDIDATE_ID_MAX * 4, _recorded_candidate_id)
 
 
 def check_status(status: object) -> str | None:
@@ -226,7 +211,7 @@ class ReviewInboxView(ProjectionView, ABC):
         """
         filters = _checked_filters(scope_id, status, family)
         check_limit(limit)
-        after = None if cursor is None else decode_cursor(cursor)
+        after = None if cursor is None else CURSORS.decode(cursor)
         p = self.dialect.param
         conditions = self._filters(filters)
         if after is not None:

@@ -20,26 +20,21 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from domain.canonical import canonical_json
-from domain.errors import InvalidScopeIdError
 from domain.scope import Scope
 from domain.text import check_scope_id
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
 from projections.base import ProjectionSpec, ProjectionView
 from projections.dialect import AGGREGATE_ID, POSITION, Columns, Row, column_names, stored_text
 from projections.paging import (
-    bad_cursor,
+    KeyCursors,
     check_limit,
-    cursor_max_chars,
-    decode_cursor_text,
-    encode_cursor_text,
     keyset_page,
 )
 from projections.times import from_micros, to_micros
 
 DEFAULT_LIMIT = 20
 ROLES = "_roles"
-_CURSOR_TAG = "scopes:"
-_CURSOR_MAX_CHARS = cursor_max_chars(len(_CURSOR_TAG) + 128)  # scope ids are 1-128 ASCII
+CURSORS = KeyCursors("scopes", "scope id", 128, check_scope_id)  # ids are 1-128 ASCII
 
 COLUMNS: Columns = (
     AGGREGATE_ID,
@@ -67,18 +62,7 @@ class ScopeSummary:
 
     @property
     def cursor(self) -> str:
-        return encode_cursor_text(_CURSOR_TAG + self.scope_id)
-
-
-def decode_cursor(cursor: object) -> str:
-    """The scope id a page ended on; anything this service did not issue is ``invalid_cursor``."""
-    tag, _, scope_id = decode_cursor_text(cursor, _CURSOR_MAX_CHARS).partition(":")
-    if tag + ":" != _CURSOR_TAG:
-        raise bad_cursor("the cursor is not a scope list cursor")
-    try:
-        return check_scope_id(scope_id)
-    except InvalidScopeIdError:
-        raise bad_cursor("the cursor's scope id is not a valid scope id") from None
+        return CURSORS.encode(self.scope_id)
 
 
 def _summary(row: Row) -> ScopeSummary:
@@ -147,7 +131,7 @@ class ScopesView(ProjectionView, ABC):
         conditions: list[str] = []
         if cursor is not None:
             conditions.append(f"scope_id > {p('after')}")
-            params["after"] = decode_cursor(cursor)
+            params["after"] = CURSORS.decode(cursor)
         if holders_of is not None:
             principal, roles = holders_of
             if not roles:

@@ -8,25 +8,23 @@ them the browser tests are skipped; with ``DREAM_REQUIRE_BROWSER=1`` (CI) they f
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-
-from adapters.http.app import create_app
-from adapters.http.server import running_server
-from adapters.settings import Settings
-from adapters.store.persistence import open_dreaming
-from tests.conftest import LiveApi
+from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 REQUIRE_BROWSER = os.environ.get("DREAM_REQUIRE_BROWSER") == "1"
+WAIT_SECONDS = 20
 
 
 @contextmanager
@@ -54,14 +52,41 @@ def headless_chromium(*arguments: str) -> Iterator[WebDriver]:
         driver.quit()
 
 
-@contextmanager
-def serving(settings: Settings, **switches: Any) -> Iterator[LiveApi]:
-    """Like the ``live_api`` fixture (access enforced), with ``switches`` (e.g.
-    ``review_page=True``) set."""
-    enforced = settings.model_copy(update={"access": "enforced", **switches})
-    dreaming = open_dreaming(enforced)
-    token = dreaming.access.bootstrap_admin()
-    assert token is not None
-    with running_server(create_app(dreaming, enforced)) as base_url:
-        yield LiveApi(base_url, token, dreaming)
-    dreaming.close()
+class BrowserPage:
+    """One of the service's pages in the browser: opened at ``path`` once its script says
+    it is ready (``body[data-ready=true]``), with waits that survive re-rendering."""
+
+    path = "/"
+
+    def __init__(self, driver: WebDriver, base_url: str) -> None:
+        self.driver = driver
+        self.base_url = base_url
+
+    def open(self) -> None:
+        self.driver.get(f"{self.base_url}{self.path}")
+        self.until(lambda: self.driver.find_element(By.TAG_NAME, "body")
+                   .get_attribute("data-ready") == "true")
+        self.driver.execute_script("sessionStorage.clear()")
+        self.driver.get_log("browser")  # start each page with an empty console log
+
+    def until(self, condition: Callable[[], Any], message: str = "") -> Any:
+        def check(_: WebDriver) -> Any:
+            try:
+                return condition()
+            except StaleElementReferenceException:
+                return False
+
+        return WebDriverWait(self.driver, WAIT_SECONDS).until(check, message)
+
+    def by_id(self, element_id: str) -> Any:
+        return self.driver.find_element(By.ID, element_id)
+
+    def text(self, element_id: str) -> str:
+        return str(self.by_id(element_id).text)
+
+    def visible(self, element_id: str) -> bool:
+        return bool(self.by_id(element_id).is_displayed())
+
+    def csp_violations(self) -> list[str]:
+        return [entry["message"] for entry in self.driver.get_log("browser")
+                if "Content Security Policy" in entry["message"]]

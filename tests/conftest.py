@@ -11,8 +11,10 @@ import os
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,15 +153,23 @@ class LiveApi:
         return {"Authorization": f"Bearer {token or self.admin_token}"}
 
 
-@pytest.fixture
-def live_api(settings: Settings) -> Iterator[LiveApi]:
-    enforced = settings.model_copy(update={"access": "enforced"})
+@contextmanager
+def serving(settings: Settings, **switches: Any) -> Iterator[LiveApi]:
+    """The API over loopback HTTP with access enforced, and ``switches`` (e.g.
+    ``review_page=True``) set."""
+    enforced = settings.model_copy(update={"access": "enforced", **switches})
     dreaming = open_dreaming(enforced)
     token = dreaming.access.bootstrap_admin()
     assert token is not None
     with running_server(create_app(dreaming, enforced)) as base_url:
         yield LiveApi(base_url, token, dreaming)
     dreaming.close()
+
+
+@pytest.fixture
+def live_api(settings: Settings) -> Iterator[LiveApi]:
+    with serving(settings) as api:
+        yield api
 
 
 @pytest.fixture

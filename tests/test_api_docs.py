@@ -13,8 +13,8 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from adapters.settings import Settings
-from tests.browser_support import headless_chromium, serving
-from tests.conftest import LiveApi
+from tests.browser_support import headless_chromium
+from tests.conftest import LiveApi, serving
 
 WAIT_SECONDS = 30
 OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"

@@ -11,14 +11,11 @@ import re
 import struct
 import zlib
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import httpx
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import WebDriverWait
 
 from adapters.generators.factory import GeneratorRegistry
 from adapters.http.app import create_app
@@ -29,8 +26,8 @@ from domain.dream_request import DreamRequest
 from domain.policy import Caller
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from dream_client import DreamClient
-from tests.browser_support import headless_chromium, serving
-from tests.conftest import LiveApi
+from tests.browser_support import BrowserPage, headless_chromium
+from tests.conftest import LiveApi, serving
 from tests.dream_support import ScriptedModel
 
 WAIT_SECONDS = 20
@@ -54,29 +51,8 @@ def page_api(settings: Settings) -> Iterator[LiveApi]:
         yield api
 
 
-class OpsPage:
-    def __init__(self, driver: WebDriver, base_url: str) -> None:
-        self.driver = driver
-        self.base_url = base_url
-
-    def open(self) -> None:
-        self.driver.get(f"{self.base_url}/ops")
-        self.until(lambda: self.driver.find_element(By.TAG_NAME, "body")
-                   .get_attribute("data-ready") == "true")
-        self.driver.execute_script("sessionStorage.clear()")
-        self.driver.get_log("browser")  # start each page with an empty console log
-
-    def until(self, condition: Callable[[], Any], message: str = "") -> Any:
-        def check(_: WebDriver) -> Any:
-            try:
-                return condition()
-            except StaleElementReferenceException:
-                return False
-
-        return WebDriverWait(self.driver, WAIT_SECONDS).until(check, message)
-
-    def by_id(self, element_id: str) -> Any:
-        return self.driver.find_element(By.ID, element_id)
+class OpsPage(BrowserPage):
+    path = "/ops"
 
     def connect(self, token: str) -> None:
         field = self.by_id("token-input")
@@ -100,9 +76,6 @@ class OpsPage:
                    and expected(self.bars(chart)), f"{chart} never showed {what}")
         return self.bars(chart)
 
-    def csp_violations(self) -> list[str]:
-        return [entry["message"] for entry in self.driver.get_log("browser")
-                if "Content Security Policy" in entry["message"]]
 
 
 def png_colours(png: bytes) -> int:

@@ -26,12 +26,11 @@ from domain.errors import InvalidCursorError, InvalidRequestError
 from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from projections.review_inbox import (
+    CURSORS,
     REVIEW_INBOX,
     CandidateSummary,
     ReviewInboxProjection,
     ReviewInboxView,
-    decode_cursor,
-    encode_cursor,
 )
 from projections.runs import encode_cursor as encode_run_cursor
 from tests.projection_support import rebuilt_view
@@ -293,7 +292,7 @@ BAD_CURSORS = {
 @pytest.mark.parametrize("cursor", BAD_CURSORS.values(), ids=BAD_CURSORS.keys())
 def test_a_cursor_this_service_did_not_issue_is_invalid_cursor(cursor: str) -> None:
     with pytest.raises(InvalidCursorError) as caught:
-        decode_cursor(cursor)
+        CURSORS.decode(cursor)
     assert caught.value.code == "invalid_cursor"
     assert caught.value.details["field"] == "cursor"
     assert caught.value.details["reason"]
@@ -301,9 +300,9 @@ def test_a_cursor_this_service_did_not_issue_is_invalid_cursor(cursor: str) -> N
 
 def test_cursors_round_trip_and_are_url_safe() -> None:
     for candidate_id in ["c", "cand:with:colons", "é" * 128, "x" * 128, "a b/c"]:
-        cursor = encode_cursor(candidate_id)
+        cursor = CURSORS.encode(candidate_id)
         assert not set(cursor) & set("=/+")
-        assert decode_cursor(cursor) == candidate_id
+        assert CURSORS.decode(cursor) == candidate_id
 
 
 def test_the_view_checks_every_argument_before_querying(view: ReviewInboxView) -> None:

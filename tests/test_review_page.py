@@ -8,24 +8,22 @@ them the browser tests are skipped; with ``DREAM_REQUIRE_BROWSER=1`` (CI) they f
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import WebDriverWait
 
 from adapters.http.app import create_app
 from adapters.http.review_page import CONTENT_SECURITY_POLICY
 from adapters.settings import Settings
 from domain.policy import Caller
 from dream_client import DreamClient
-from tests.browser_support import headless_chromium, serving
-from tests.conftest import LiveApi
+from tests.browser_support import BrowserPage, headless_chromium
+from tests.conftest import LiveApi, serving
 
 WAIT_SECONDS = 20
 
@@ -92,34 +90,8 @@ def team(page_api: LiveApi) -> Iterator[Team]:
 
 # -- driving the page --------------------------------------------------------------------------
 
-class ReviewPage:
-    def __init__(self, driver: WebDriver, base_url: str) -> None:
-        self.driver = driver
-        self.base_url = base_url
-
-    def open(self) -> None:
-        self.driver.get(f"{self.base_url}/review")
-        self.until(lambda: self.driver.find_element(By.TAG_NAME, "body")
-                   .get_attribute("data-ready") == "true")
-        self.driver.get_log("browser")  # start each page with an empty console log
-
-    def until(self, condition: Callable[[], Any], message: str = "") -> Any:
-        def check(_: WebDriver) -> Any:
-            try:
-                return condition()
-            except StaleElementReferenceException:
-                return False
-
-        return WebDriverWait(self.driver, WAIT_SECONDS).until(check, message)
-
-    def by_id(self, element_id: str) -> Any:
-        return self.driver.find_element(By.ID, element_id)
-
-    def text(self, element_id: str) -> str:
-        return str(self.by_id(element_id).text)
-
-    def visible(self, element_id: str) -> bool:
-        return bool(self.by_id(element_id).is_displayed())
+class ReviewPage(BrowserPage):
+    path = "/review"
 
     def connect(self, token: str, scope: str = "team") -> None:
         for element_id, value in (("token-input", token), ("scope-input", scope)):
@@ -159,9 +131,6 @@ class ReviewPage:
         self.until(lambda: self.visible("notice"), "no notice was shown")
         return self.text("notice")
 
-    def csp_violations(self) -> list[str]:
-        return [entry["message"] for entry in self.driver.get_log("browser")
-                if "Content Security Policy" in entry["message"]]
 
 
 # -- tests -------------------------------------------------------------------------------------
