@@ -124,8 +124,12 @@ def _export(args: argparse.Namespace) -> int:
                                   field="--scope")
     target = Path(args.to)
     with target.open("xb") as out:  # a new file: an export never overwrites one
-        trailer = export(settings_from(args), out, None if args.all else args.scope,
-                         args.format)
+        try:
+            trailer = export(settings_from(args), out, None if args.all else args.scope,
+                             args.format)
+        except BaseException:
+            target.unlink()  # the new file is ours: a refused export leaves nothing behind
+            raise
     print(json.dumps({"events": trailer.events, "chain": trailer.chain, "file": str(target)})
           if args.json else f"exported {trailer.events:,} events to {target} "
                             f"(chain {trailer.chain[:16]}…)")

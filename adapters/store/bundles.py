@@ -27,12 +27,13 @@ from adapters.store.deployment import deployment_id
 from adapters.store.migration import EventChain, batches, events_of, stored_event
 from adapters.store.persistence import open_store
 from application.store import EventStore
-from domain.errors import DomainError
+from domain.errors import DomainError, ScopeNotFoundError
 from domain.scope import Scope
 
 FORMAT = "artifact-dreaming.bundle"
 SCHEMA_VERSION = 1
 BATCH = 500
+EVENTS_FILE = "events.sqlite3"  # the embedded store, which an export never creates
 Encoding = Literal["jsonl", "msgpack"]
 FRAME = struct.Struct(">I")  # a MessagePack frame's length
 
@@ -43,6 +44,10 @@ class BundleInvalidError(DomainError):
 
 class ImportConflictError(DomainError):
     code = "import_conflict"
+
+
+class ExportRefusedError(DomainError):
+    code = "export_refused"
 
 
 class Header(msgspec.Struct, tag="header", frozen=True):
@@ -92,7 +97,13 @@ def export(settings: Settings, out: IO[bytes], scopes: Sequence[str] | None = No
     """Write the events of ``scopes`` (every event when None) to ``out``."""
     writer = _Writer(out, encoding)
     chain = EventChain()
+    if not settings.uses_postgres and not (settings.data_dir / EVENTS_FILE).is_file():
+        raise ExportRefusedError(f"no store to export at {settings.data_dir / EVENTS_FILE}",
+                                 data_dir=str(settings.data_dir))
     with closing(open_store(settings)) as store:
+        for scope in sorted(scopes or ()):
+            if not store.exists(Scope.create_id(scope)):
+                raise ScopeNotFoundError(f"no scope {scope!r} to export", scope_id=scope)
         writer.write(Header(FORMAT, SCHEMA_VERSION, datetime.now(tz=UTC).isoformat(),
                             "postgresql" if settings.uses_postgres else "sqlite",
                             None if scopes is None else sorted(scopes), deployment_id(store)))

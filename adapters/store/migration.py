@@ -107,6 +107,10 @@ def migrate(source: Settings, target: Settings,
             source.database_url == target.database_url
             and source.data_dir.resolve() == target.data_dir.resolve()):
         raise MigrationRefusedError("the source and the target are the same store")
+    events_file = source.data_dir / "events.sqlite3"
+    if not source.uses_postgres and not events_file.is_file():
+        raise MigrationRefusedError(f"no store to migrate at {events_file}",
+                                    data_dir=str(source.data_dir))
     report = MigrationReport()
     with closing(open_store(source)) as from_store, closing(open_store(target)) as to_store:
         total = from_store.max_position()
