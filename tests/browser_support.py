@@ -8,11 +8,13 @@ them the browser tests are skipped; with ``DREAM_REQUIRE_BROWSER=1`` (CI) they f
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
@@ -20,6 +22,8 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
+
+from adapters.http.review_page import CONTENT_SECURITY_POLICY
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -90,3 +94,36 @@ class BrowserPage:
     def csp_violations(self) -> list[str]:
         return [entry["message"] for entry in self.driver.get_log("browser")
                 if "Content Security Policy" in entry["message"]]
+
+
+def check_static_page(base_url: str, path: str, token: str) -> list[str]:
+    """Fetch a page and every script and style sheet it names, and check what each is sent
+    with: the strict policy, no inline script, handler or style, nothing from elsewhere, no
+    token, and scripts that never build HTML or keep anything in localStorage. The page's
+    script sources, in order."""
+    with httpx.Client(base_url=base_url) as http:
+        page = http.get(path)
+        html = page.text
+        scripts = re.findall(r'<script src="([^"]+)" defer></script>', html)
+        sheets = re.findall(r'<link rel="stylesheet" href="([^"]+)">', html)
+        files = [(page, "text/html")]
+        files += [(http.get(src), "text/javascript") for src in scripts]
+        files += [(http.get(href), "text/css") for href in sheets]
+    for response, media_type in files:
+        assert response.status_code == 200, response.url
+        assert response.headers["content-type"].startswith(media_type)
+        assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["referrer-policy"] == "no-referrer"
+    assert len(re.findall(r"<script\b", html)) == len(scripts)  # none inline
+    assert not re.search(r"\son[a-z]+\s*=", html)
+    assert not re.search(r"\sstyle\s*=|<style\b", html)
+    assert not re.search(r"(src|href)=\"(https?:)?//", html)
+    assert token not in html
+    for response, media_type in files:
+        if media_type == "text/javascript":
+            assert "innerHTML" not in response.text
+            assert "localStorage" not in response.text
+            assert not re.search(r"https?://",
+                                 response.text.replace("http://www.w3.org/2000/svg", ""))
+    return scripts

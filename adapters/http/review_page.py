@@ -27,12 +27,16 @@ PAGE_FILES = {
     "/review": ("review.html", "text/html; charset=utf-8"),
     "/review/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/review/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/review/page.js": ("page.js", "text/javascript; charset=utf-8"),
+    "/review/page.css": ("page.css", "text/css; charset=utf-8"),
 }
 # The operations page draws ``GET /v1/ops/overview`` (deployment administrators only).
 OPS_PAGE_FILES = {
     "/ops": ("ops.html", "text/html; charset=utf-8"),
     "/ops/ops.js": ("ops.js", "text/javascript; charset=utf-8"),
     "/ops/ops.css": ("ops.css", "text/css; charset=utf-8"),
+    "/ops/page.js": ("page.js", "text/javascript; charset=utf-8"),  # shared with /review
+    "/ops/page.css": ("page.css", "text/css; charset=utf-8"),
 }
 
 

@@ -9,15 +9,11 @@
   const PAGE_SIZE = 50;
   const MAX_REASON = 2000;
 
-  const el = (id) => document.getElementById(id);
+  const { ApiFailure, el, clear, show, showError, hideError } = window.DreamPage;
   const state = { token: "", scope: "", cursor: null, selected: null, version: null,
                   detailSeq: 0 };
 
   // -- small DOM helpers ------------------------------------------------------------------------
-
-  function clear(node) {
-    while (node.firstChild) node.removeChild(node.firstChild);
-  }
 
   function text(tag, value, attrs) {
     const node = document.createElement(tag);
@@ -26,20 +22,8 @@
     return node;
   }
 
-  function show(node, visible) {
-    node.hidden = !visible;
-  }
-
-  function showError(code, message) {
-    el("error-code").textContent = code;
-    el("error-message").textContent = message || "";
-    show(el("error"), true);
-  }
-
   function clearMessages() {
-    show(el("error"), false);
-    el("error-code").textContent = "";
-    el("error-message").textContent = "";
+    hideError();
     show(el("notice"), false);
     el("notice").textContent = "";
   }
@@ -80,14 +64,6 @@
 
   // -- the API ----------------------------------------------------------------------------------
 
-  class ApiFailure extends Error {
-    constructor(code, message, status) {
-      super(message);
-      this.code = code;
-      this.status = status;
-    }
-  }
-
   function scopePath(suffix) {
     return `/v1/scopes/${encodeURIComponent(state.scope)}/candidates${suffix || ""}`;
   }
@@ -96,33 +72,8 @@
     return scopePath(`/${encodeURIComponent(candidateId)}${suffix || ""}`);
   }
 
-  async function api(method, path, body) {
-    const headers = { Accept: "application/json", Authorization: `Bearer ${state.token}` };
-    const init = { method, headers, credentials: "omit", cache: "no-store",
-                   referrerPolicy: "no-referrer" };
-    if (body !== undefined) {
-      headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
-    }
-    let response;
-    try {
-      response = await fetch(path, init);
-    } catch (error) {
-      throw new ApiFailure("network_error", `the API could not be reached: ${error}`, 0);
-    }
-    let payload = null;
-    try {
-      payload = await response.json();
-    } catch (error) {
-      payload = null;
-    }
-    if (!response.ok) {
-      const envelope = payload && payload.error ? payload.error : null;
-      const code = envelope && envelope.code ? envelope.code : `http_${response.status}`;
-      const message = envelope && envelope.message ? envelope.message : response.statusText;
-      throw new ApiFailure(code, message, response.status);
-    }
-    return payload;
+  function api(method, path, body) {
+    return window.DreamPage.api(state.token, method, path, body);
   }
 
   function report(error) {

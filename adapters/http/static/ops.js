@@ -13,36 +13,17 @@
   const LABEL = 170;
   const VALUE = 110;
 
-  const el = (id) => document.getElementById(id);
+  const { ApiFailure, el, clear, show, showError } = window.DreamPage;
+  const clearError = window.DreamPage.hideError;
   const state = { token: "", timer: null, seq: 0, watching: false };
 
   // -- small DOM helpers ------------------------------------------------------------------------
-
-  function clear(node) {
-    while (node.firstChild) node.removeChild(node.firstChild);
-  }
-
-  function show(node, visible) {
-    node.hidden = !visible;
-  }
 
   function svgNode(tag, attrs, content) {
     const node = document.createElementNS(SVG, tag);
     for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, String(value));
     if (content !== undefined) node.textContent = String(content);
     return node;
-  }
-
-  function showError(code, message) {
-    el("error-code").textContent = code;
-    el("error-message").textContent = message || "";
-    show(el("error"), true);
-  }
-
-  function clearError() {
-    show(el("error"), false);
-    el("error-code").textContent = "";
-    el("error-message").textContent = "";
   }
 
   function formatAge(seconds) {
@@ -219,27 +200,12 @@
   // -- the API ----------------------------------------------------------------------------------
 
   async function fetchOverview() {
-    const headers = { Accept: "application/json", Authorization: `Bearer ${state.token}` };
-    let response;
     try {
-      response = await fetch("/v1/ops/overview", { method: "GET", headers, credentials: "omit",
-                                                   cache: "no-store",
-                                                   referrerPolicy: "no-referrer" });
+      return { ok: true, body: await window.DreamPage.api(state.token, "GET", "/v1/ops/overview") };
     } catch (error) {
-      return { ok: false, code: "network_error", message: `the API could not be reached: ${error}`,
-               status: 0 };
+      if (!(error instanceof ApiFailure)) throw error;
+      return { ok: false, code: error.code, message: error.message, status: error.status };
     }
-    let payload = null;
-    try {
-      payload = await response.json();
-    } catch (error) {
-      payload = null;
-    }
-    if (response.ok) return { ok: true, body: payload };
-    const envelope = payload && payload.error ? payload.error : null;
-    return { ok: false, status: response.status,
-             code: envelope && envelope.code ? envelope.code : `http_${response.status}`,
-             message: envelope && envelope.message ? envelope.message : response.statusText };
   }
 
   async function poll() {
