@@ -20,7 +20,10 @@ def _backup(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(manifest), indent=2))
     else:
         print(f"backed up {manifest.events} events (last position {manifest.last_position}) "
-              f"to {args.to}\n  {manifest.sha256}\n  restore: dream restore --from {args.to} "
+              f"to {args.to}\n  {manifest.sha256}\n"
+              + ("" if manifest.webhooks is None else
+                 f"  and the webhook outbox ({manifest.webhooks} subscriptions)\n")
+              + f"  restore: dream restore --from {args.to} "
               "--data-dir <an empty directory>")
     return 0
 
@@ -48,7 +51,8 @@ def _add_backup_commands(commands: Commands) -> None:
     backup = commands.add_parser(
         "backup", help="copy the embedded store while it runs",
         description="Copy the embedded store's events into a new directory, online: the copy "
-                    "holds every command committed before it began, and none in part. Read "
+                    "holds every command committed before it began, and none in part. The "
+                    "webhook outbox (secrets, delivered positions) is copied just before. Read "
                     "models are not copied; a restored store rebuilds them. For PostgreSQL use "
                     "pg_dump (docs/backup.md).")
     add_store_options(backup)
@@ -85,6 +89,8 @@ def _migrate(args: argparse.Namespace) -> int:
                           "already_there": report.already_there, "copied": report.copied,
                           "source_chain": report.source_chain,
                           "target_chain": report.target_chain,
+                          "webhooks": report.webhooks,
+                          "webhooks_equal": report.webhooks_equal,
                           "read_models": {c.projection: c.equal for c in report.read_models}},
                          indent=2))
     else:
@@ -93,7 +99,9 @@ def _migrate(args: argparse.Namespace) -> int:
             f"{report.copied:,} copied; chains {chains} ({report.target_chain[:16]}…); "
             "read models "
             + ", ".join(f"{c.projection} {'equal' if c.equal else 'DIFFERENT'}"
-                        for c in report.read_models))
+                        for c in report.read_models)
+            + f"; webhook outbox: {report.webhooks} subscriptions "
+            + ("carried" if report.webhooks_equal else "DIFFERENT"))
     return 0 if report.equal else 1
 
 

@@ -2,9 +2,13 @@
 
 A backup is a directory: ``events.backup``, a copy of the event store taken in one read
 transaction (so it holds every command committed before the copy began and no part of one
-committed after), and ``manifest.json`` naming what it holds and the copy's sha256. The read
-models are not copied: a view file is a cache of the events, and one copied a moment apart from
-them could be ahead of the copy. A restored store rebuilds them at its first start.
+committed after), ``webhooks.backup``, a copy of the webhook outbox (each subscription's secret
+and delivered position, ADR-0029) taken the same way *just before* the events, and
+``manifest.json`` naming what it holds and each copy's sha256. The outbox is copied first so
+that its positions never name an event the events' copy lacks: a restored subscription resumes
+after its delivered position, at worst re-sending what was delivered while the backup ran.
+The read models are not copied: a view file is a cache of the events, and one copied a moment
+apart from them could be ahead of the copy. A restored store rebuilds them at its first start.
 
 The live store is only ever opened by SQLite (ADR-0026): the copy is read through a SQLite
 connection, and a restore builds its file under a scratch name and links it into place.
@@ -16,6 +20,7 @@ import hashlib
 import json
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,12 +28,15 @@ from pathlib import Path
 from adapters.settings import Settings
 from adapters.store.local_disk import require_local_disk
 from adapters.store.persistence import PRIVATE_FILE_MODE, private_dir
+from adapters.store.webhook_outbox import OUTBOX
 from domain.errors import DomainError
 
 EVENTS_FILE = "events.sqlite3"
+WEBHOOKS_FILE = "webhooks.sqlite3"
 # Not named like a store file: no process ever opens it as a live store, so hashing it
 # with a plain file read is safe.
 BACKUP_FILE = "events.backup"
+WEBHOOKS_BACKUP_FILE = "webhooks.backup"
 MANIFEST_FILE = "manifest.json"
 FORMAT = "artifact-dreaming.backup.v1"
 BACKUP_BUSY_TIMEOUT_SECONDS = 30.0
@@ -51,6 +59,10 @@ class Manifest:
     events: int
     last_position: int
     sha256: str
+    # The webhook outbox's copy: its subscriptions' rows and sha256; ``None`` when the store
+    # had no outbox yet (and in backups taken before webhooks were backed up).
+    webhooks: int | None = None
+    webhooks_sha256: str | None = None
 
 
 def backup(settings: Settings, target: Path) -> Manifest:
@@ -66,10 +78,16 @@ def backup(settings: Settings, target: Path) -> Manifest:
         raise BackupRefusedError(f"{target} exists; a backup goes into a new directory",
                                  target=str(target))
     private_dir(target)
+    outbox, outbox_copy = settings.data_dir / WEBHOOKS_FILE, target / WEBHOOKS_BACKUP_FILE
+    webhooks: int | None = None
+    if outbox.is_file():  # first: its positions then name only events the copy below holds
+        _copy_database(outbox, outbox_copy)
+        webhooks = _outbox_rows(outbox_copy)
     copy = target / BACKUP_FILE
     _copy_database(source, copy)
     manifest = Manifest(FORMAT, datetime.now(tz=UTC).isoformat(), str(source.resolve()),
-                        *_counts(copy), sha256=_digest(copy))
+                        *_counts(copy), sha256=_digest(copy), webhooks=webhooks,
+                        webhooks_sha256=None if webhooks is None else _digest(outbox_copy))
     _write_private(target / MANIFEST_FILE, json.dumps(asdict(manifest), indent=2) + "\n")
     return manifest
 
@@ -83,12 +101,31 @@ def restore(source: Path, settings: Settings) -> Manifest:
     manifest = verified(source)
     require_local_disk(settings.data_dir)
     live = private_dir(settings.data_dir) / EVENTS_FILE
-    if live.exists():
-        raise BackupRefusedError(f"{live} exists; restore into an empty data directory",
-                                 data_dir=str(settings.data_dir))
+    outbox = settings.data_dir / WEBHOOKS_FILE
+    for present in (live, outbox):
+        if present.exists():
+            raise BackupRefusedError(f"{present} exists; restore into an empty data directory",
+                                     data_dir=str(settings.data_dir))
+    if manifest.webhooks_sha256 is not None:  # before the events: no process delivers yet
+        _install(source / WEBHOOKS_BACKUP_FILE, outbox, settings,
+                 lambda scratch: _resume_outbox(scratch, manifest.last_position))
+    try:
+        _install(source / BACKUP_FILE, live, settings)
+    except BackupRefusedError:
+        if manifest.webhooks_sha256 is not None:
+            _remove_database(outbox)  # ours, installed a moment ago; the store is not
+        raise
+    return manifest
+
+
+def _install(copy: Path, live: Path, settings: Settings,
+             prepare: Callable[[Path], None] | None = None) -> None:
+    """Copy a backup's database in under a scratch name and link it into place."""
     scratch = live.with_name(f".{live.stem}.{os.getpid()}.restoring")
     try:
-        _copy_database(source / BACKUP_FILE, scratch)
+        _copy_database(copy, scratch)
+        if prepare is not None:
+            prepare(scratch)
         os.chmod(scratch, PRIVATE_FILE_MODE)
         os.link(scratch, live)  # fails, replacing nothing, if a store appeared meanwhile
     except FileExistsError:
@@ -96,7 +133,25 @@ def restore(source: Path, settings: Settings) -> Manifest:
                                  data_dir=str(settings.data_dir)) from None
     finally:
         scratch.unlink(missing_ok=True)
-    return manifest
+
+
+def _resume_outbox(scratch: Path, last_position: int) -> None:
+    """The restored outbox: no process holds a lease in it, and no delivered position is past
+    the restored events (a backup taken by an older release copied the outbox after them)."""
+    connection = sqlite3.connect(scratch)
+    try:
+        with connection:
+            if connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                  "name = ?", (OUTBOX,)).fetchone():
+                connection.execute(f"UPDATE {OUTBOX} SET holder = NULL, expires_at = NULL, "
+                                   "position = MIN(position, ?)", (last_position,))
+    finally:
+        connection.close()
+
+
+def _remove_database(path: Path) -> None:
+    """Unlink a database file this restore linked in (SQLite never had it open)."""
+    path.unlink(missing_ok=True)
 
 
 def verified(source: Path) -> Manifest:
@@ -114,6 +169,20 @@ def verified(source: Path) -> Manifest:
         raise BackupInvalidError(f"the backup's {BACKUP_FILE} is missing or changed since it "
                                  "was taken (its sha256 differs)", backup=str(source))
     _check_copy(copy, manifest, source)
+    if manifest.webhooks_sha256 is not None:
+        outbox = source / WEBHOOKS_BACKUP_FILE
+        if not outbox.is_file() or _digest(outbox) != manifest.webhooks_sha256:
+            raise BackupInvalidError(f"the backup's {WEBHOOKS_BACKUP_FILE} is missing or "
+                                     "changed since it was taken (its sha256 differs)",
+                                     backup=str(source))
+        try:
+            rows = _outbox_rows(outbox)
+        except sqlite3.DatabaseError as error:
+            raise BackupInvalidError(f"the backup's {WEBHOOKS_BACKUP_FILE} is not a whole "
+                                     f"webhook outbox: {error}", backup=str(source)) from None
+        if rows != manifest.webhooks:
+            raise BackupInvalidError(f"the backup's {WEBHOOKS_BACKUP_FILE} does not hold the "
+                                     "subscriptions its manifest names", backup=str(source))
     return manifest
 
 
@@ -161,6 +230,22 @@ def _counts(copy: Path) -> tuple[int, int]:
     connection = sqlite3.connect(f"file:{copy}?mode=ro", uri=True)
     try:
         return _counted(connection)
+    finally:
+        connection.close()
+
+
+def _outbox_rows(copy: Path) -> int:
+    """The subscriptions an outbox copy tracks (0: created, none yet)."""
+    connection = sqlite3.connect(f"file:{copy}?mode=ro", uri=True)
+    try:
+        checked = connection.execute("PRAGMA integrity_check").fetchone()[0]
+        if checked != "ok":
+            raise sqlite3.DatabaseError(f"integrity check: {checked}")
+        tables = {row[0] for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if OUTBOX not in tables:
+            return 0
+        return int(connection.execute(f"SELECT COUNT(*) FROM {OUTBOX}").fetchone()[0])
     finally:
         connection.close()
 

@@ -6,6 +6,14 @@ proves the copy: both stores must end with the same chain. A migration that stop
 resumed by running it again: the target must hold a prefix of the source (checked event by
 event), and the rest is appended. The read models are rebuilt on the target and verified
 against a replay of its events.
+
+The webhook outbox (ADR-0029) moves with the events: each subscription's secrets, delivered
+position, failure count and backoff, and its delivery attempts; not its lease, which belongs to
+a process of the old store. Positions are the stores' own numbers and may differ (PostgreSQL's
+sequence leaves gaps where a transaction rolled back; SQLite's does not), so each one is
+translated: a position names the last event at or before it, and becomes that event's position
+in the target (found by walking both stores side by side). Copying the outbox again (a resumed
+migration) keeps what is there and only moves a position forward.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from adapters.store.persistence import open_store
 from adapters.store.projection_runtime import start_projection
 from adapters.store.replay_verification import ProjectionComparison, verify
 from adapters.store.view_host import view_lease
+from adapters.store.webhook_outbox import has_outbox, webhook_outbox
 from application.store import EventStore
 from domain.errors import DomainError
 from projections.catalog import READ_MODELS
@@ -85,10 +94,12 @@ class MigrationReport:
     source_chain: str = ""
     target_chain: str = ""
     read_models: list[ProjectionComparison] = field(default_factory=list)
+    webhooks: int = 0  # subscriptions whose outbox rows were carried
+    webhooks_equal: bool = True  # every one found in the target's outbox, translated
 
     @property
     def equal(self) -> bool:
-        return (self.source_chain == self.target_chain
+        return (self.source_chain == self.target_chain and self.webhooks_equal
                 and all(comparison.equal for comparison in self.read_models))
 
 
@@ -130,9 +141,52 @@ def migrate(source: Settings, target: Settings,
         report.source_chain, report.target_chain = source_chain.digest, target_chain.digest
         # The same deployment, moved: the target answers to the source's id from now on.
         adopt_deployment_id(to_store, deployment_id(from_store))
+        if has_outbox(source):
+            report.webhooks, report.webhooks_equal = carry_outbox(source, target, from_store,
+                                                                  to_store)
     build_read_models(target)
     report.read_models = verify(target, READ_MODELS)  # each one against a replay of the events
     return report
+
+
+def carry_outbox(source: Settings, target: Settings, from_store: EventStore,
+                 to_store: EventStore) -> tuple[int, bool]:
+    """Copy the source's webhook outbox into the target's, positions translated; how many
+    subscriptions it tracks, and whether the target's outbox now holds each of them (its
+    secrets, and a position at least the translated one)."""
+    with closing(webhook_outbox(source)) as from_outbox:
+        snapshot = from_outbox.snapshot()
+    translation = translate_positions(from_store, to_store, snapshot.positions())
+    with closing(webhook_outbox(target)) as to_outbox:
+        to_outbox.adopt(snapshot, translation.__getitem__)
+        there = to_outbox.snapshot()
+    secrets = {(r["webhook_key"], r["fingerprint"], r["secret"]) for r in there.secrets}
+    positions = {r["webhook_key"]: int(r["position"]) for r in there.subscriptions}
+    equal = all((r["webhook_key"], r["fingerprint"], r["secret"]) in secrets
+                for r in snapshot.secrets) and all(
+        positions.get(r["webhook_key"], -1) >= translation[int(r["position"])]
+        for r in snapshot.subscriptions)
+    return len(snapshot.subscriptions), equal
+
+
+def translate_positions(from_store: EventStore, to_store: EventStore,
+                        positions: Iterable[int]) -> dict[int, int]:
+    """Each source position, as the target's position of the last event at or before it
+    (0 stays 0). The target holds the source's events in the same order (the chains agree),
+    so walking both side by side pairs each event with its copy."""
+    pending = sorted({position for position in positions if position > 0})
+    translated = {0: 0}
+    last = 0
+    if pending:
+        for theirs, ours in zip(events_of(from_store), events_of(to_store), strict=False):
+            while pending and pending[0] < theirs.id:
+                translated[pending.pop(0)] = last
+            if not pending:
+                break
+            last = ours.id
+    for position in pending:
+        translated[position] = last
+    return translated
 
 
 def build_read_models(settings: Settings) -> None:

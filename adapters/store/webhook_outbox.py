@@ -63,6 +63,7 @@ ATTEMPT_COLUMNS: Columns = (
     ("duration_ms", "int", "NOT NULL"),
     ("outcome", "text", "NOT NULL"),  # delivered, failed, dead_letter
 )
+SQLITE_FILE = "webhooks.sqlite3"
 SCHEMA_LOCK_KEY = int.from_bytes(b"dreamwhk", "big")
 MICROS = 1_000_000
 Clock = Callable[[], float]
@@ -93,6 +94,21 @@ class Attempt:
     error: str | None
     duration_ms: int
     outcome: str
+
+
+@dataclass(frozen=True)
+class OutboxSnapshot:
+    """Everything an outbox holds, as rows of its three tables (for ``dream migrate``), the
+    leases left out: a lease belongs to a process of the old store."""
+
+    secrets: list[dict[str, Any]]
+    subscriptions: list[dict[str, Any]]  # webhook_key, position, failures, next_attempt_at
+    attempts: list[dict[str, Any]]
+
+    def positions(self) -> set[int]:
+        """Every event position it names."""
+        return ({int(row["position"]) for row in self.subscriptions}
+                | {int(row["position"]) for row in self.attempts})
 
 
 class WebhookOutbox(ABC):
@@ -223,6 +239,51 @@ class WebhookOutbox(ABC):
                  "due": None if next_attempt_at is None else round(next_attempt_at * MICROS)})
             return cursor.fetchone() is not None
 
+    # -- moving to another store ------------------------------------------------------------------
+
+    def snapshot(self) -> OutboxSnapshot:
+        """The whole outbox, read in one transaction (leases left out)."""
+        with self._ready_transaction() as cursor:
+            cursor.execute(f"SELECT webhook_key, fingerprint, secret FROM {SECRETS} "
+                           "ORDER BY webhook_key, fingerprint", {})
+            secrets = [dict(row) for row in cursor.fetchall()]
+            cursor.execute(f"SELECT webhook_key, position, failures, next_attempt_at "
+                           f"FROM {OUTBOX} ORDER BY webhook_key", {})
+            subscriptions = [dict(row) for row in cursor.fetchall()]
+            cursor.execute(f"SELECT * FROM {ATTEMPTS} ORDER BY webhook_key, position, attempt",
+                           {})
+            attempts = [dict(row) for row in cursor.fetchall()]
+        return OutboxSnapshot(secrets, subscriptions, attempts)
+
+    def adopt(self, snapshot: OutboxSnapshot, translate: Callable[[int], int]) -> None:
+        """Write another store's outbox into this one, in one transaction, its positions
+        translated to this store's (``translate``). Idempotent, so a migration run again
+        resumes: secrets and attempts already here are kept, and a subscription's position
+        only moves forward (a target that delivered further is not sent back)."""
+        p = self._p
+        with self._ready_transaction() as cursor:
+            for row in snapshot.secrets:
+                cursor.execute(
+                    f"INSERT INTO {SECRETS} (webhook_key, fingerprint, secret) VALUES "
+                    f"({p('webhook_key')}, {p('fingerprint')}, {p('secret')}) "
+                    "ON CONFLICT (webhook_key, fingerprint) DO NOTHING", row)
+            for row in snapshot.subscriptions:
+                cursor.execute(
+                    f"INSERT INTO {OUTBOX} (webhook_key, position, failures, next_attempt_at) "
+                    f"VALUES ({p('webhook_key')}, {p('position')}, {p('failures')}, "
+                    f"{p('next_attempt_at')}) ON CONFLICT (webhook_key) DO UPDATE SET "
+                    "position = excluded.position, failures = excluded.failures, "
+                    f"next_attempt_at = excluded.next_attempt_at WHERE {OUTBOX}.position < "
+                    "excluded.position",
+                    {**row, "position": translate(int(row["position"]))})
+            for row in snapshot.attempts:
+                columns = [name for name, _, _ in ATTEMPT_COLUMNS]
+                cursor.execute(
+                    f"INSERT INTO {ATTEMPTS} ({', '.join(columns)}) VALUES "
+                    f"({', '.join(p(name) for name in columns)}) "
+                    "ON CONFLICT (webhook_key, position, attempt) DO NOTHING",
+                    {**row, "position": translate(int(row["position"]))})
+
     # -- reads ------------------------------------------------------------------------------------
 
     def position(self, webhook_key: UUID) -> int:
@@ -318,9 +379,15 @@ class PostgresOutbox(WebhookOutbox):
         self.datastore.close()
 
 
+def has_outbox(settings: Settings) -> bool:
+    """Whether the store may hold an outbox (an embedded store without its file has none, and
+    opening one would create it)."""
+    return bool(settings.database_url) or (settings.data_dir / SQLITE_FILE).is_file()
+
+
 def webhook_outbox(settings: Settings, clock: Clock = time.time) -> WebhookOutbox:
     """The deployment's outbox on the configured store (nothing is opened until used)."""
     if settings.database_url:
         return PostgresOutbox(slots_datastore(settings.database_url, settings), clock)
-    return SqliteOutbox(settings.data_dir / "webhooks.sqlite3", settings.sqlite_lock_timeout,
+    return SqliteOutbox(settings.data_dir / SQLITE_FILE, settings.sqlite_lock_timeout,
                         clock)
