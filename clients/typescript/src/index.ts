@@ -11,6 +11,8 @@ export type { components, paths } from "./schema.js";
 
 type Schemas = components["schemas"];
 export type ScopeView = Schemas["ScopeView"];
+export type ScopePage = Schemas["ScopePage"];
+export type ScopeStatusView = Schemas["ScopeStatusView"];
 export type SourceView = Schemas["SourceView"];
 export type RevisionView = Schemas["RevisionView"];
 export type EntryVersionView = Schemas["EntryVersionView"];
@@ -208,6 +210,14 @@ export function createDreamClient(options: DreamClientOptions) {
         ),
       get: (scopeId: string): Promise<ScopeView> =>
         call(() => api.GET("/v1/scopes/{scope_id}", { params: { path: { scope_id: scopeId } } })),
+      /** The scopes this token may read, with its roles in each; pass `next_cursor` on. */
+      list: (query?: { cursor?: string; limit?: number }): Promise<ScopePage> =>
+        call(() => api.GET("/v1/scopes", { params: { query } })),
+      /** A scope at a glance: automatic dreaming's gates, the inbox, the run queue. */
+      status: (scopeId: string): Promise<ScopeStatusView> =>
+        call(() =>
+          api.GET("/v1/scopes/{scope_id}/status", { params: { path: { scope_id: scopeId } } }),
+        ),
     },
     sources: {
       record: (scopeId: string, body: RecordSource): Promise<SourceView> =>

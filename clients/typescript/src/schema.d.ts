@@ -82,6 +82,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/ops/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Ops Overview
+         * @description What the operations page (`/ops`) draws: runs by status and trigger and per minute,
+         *     each scope's queue and review inbox, the scopes automatic dreaming may find due, each
+         *     read model's lag, model calls and generation slots. Deployment administrators only.
+         *     The read models are read as they are now (their lag is part of the answer); with
+         *     ``after``, once they include that position.
+         */
+        get: operations["ops_overview_v1_ops_overview_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/scopes": {
         parameters: {
             query?: never;
@@ -89,7 +113,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List Scopes
+         * @description The scopes the caller may read (every scope, for a deployment administrator), in
+         *     scope id order, each with the caller's roles in it (keyset pages, opaque cursor).
+         */
+        get: operations["list_scopes_v1_scopes_get"];
         put?: never;
         /** Create Scope */
         post: operations["create_scope_v1_scopes_post"];
@@ -744,6 +773,93 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/scopes/{scope_id}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Scope Status
+         * @description A scope at a glance: whether automatic dreaming is due and each of its gates, how many
+         *     Candidates await review, how many Dream runs are queued or running.
+         */
+        get: operations["scope_status_v1_scopes__scope_id__status_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/scopes/{scope_id}/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Webhooks */
+        get: operations["list_webhooks_v1_scopes__scope_id__webhooks_get"];
+        put?: never;
+        /**
+         * Create Webhook
+         * @description Subscribe a URL to the scope's events. The answer is the only one that shows the
+         *     secret.
+         */
+        post: operations["create_webhook_v1_scopes__scope_id__webhooks_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/scopes/{scope_id}/webhooks/{webhook_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Webhook */
+        get: operations["get_webhook_v1_scopes__scope_id__webhooks__webhook_id__get"];
+        put?: never;
+        post?: never;
+        /**
+         * Revoke Webhook
+         * @description Stop deliveries: none starts after this answer (one in flight may finish). Revoking
+         *     again changes nothing.
+         */
+        delete: operations["revoke_webhook_v1_scopes__scope_id__webhooks__webhook_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/scopes/{scope_id}/webhooks/{webhook_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Deliveries
+         * @description The subscription's delivery attempts, latest first: each event's position and name,
+         *     the attempt's number, time, the receiver's status code or the error, its duration and
+         *     whether it delivered, failed (to be retried) or sent the event to the dead letters.
+         */
+        get: operations["deliveries_v1_scopes__scope_id__webhooks__webhook_id__deliveries_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1131,6 +1247,60 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /** CreateWebhook */
+        CreateWebhook: {
+            /**
+             * Event Types
+             * @description Feed event names (`Candidate.Approved`) or whole aggregates (`Candidate.*`); empty: every event of the scope.
+             */
+            event_types?: string[];
+            /**
+             * Secret
+             * @description The HMAC-SHA256 key (16..256 printable ASCII characters); omitted: the server generates one. Answered only now.
+             */
+            secret?: string | null;
+            /**
+             * Url
+             * @description Where events are POSTed: an absolute http:// or https:// URL.
+             */
+            url: string;
+        };
+        /** CreatedWebhookView */
+        CreatedWebhookView: {
+            /**
+             * Delivered Position
+             * @description The feed position delivered up to.
+             */
+            delivered_position: number;
+            /** Event Types */
+            event_types: string[];
+            /**
+             * Position
+             * @description The event position of this state.
+             */
+            position: number | null;
+            /** Scope Id */
+            scope_id: string;
+            /**
+             * Secret
+             * @description The signing secret: shown this once, never again.
+             */
+            secret: string;
+            /**
+             * Secret Fingerprint
+             * @description `sha256:` and the first 16 hex digits of the secret's SHA-256; never the secret.
+             */
+            secret_fingerprint: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "active" | "revoked";
+            /** Url */
+            url: string;
+            /** Webhook Id */
+            webhook_id: string;
+        };
         /** DeactivateEntry */
         DeactivateEntry: {
             /** Expected Revision */
@@ -1140,6 +1310,48 @@ export interface components {
              * @default deactivated
              */
             reason: string;
+        };
+        /** DeliveryList */
+        DeliveryList: {
+            /** Delivered Position */
+            delivered_position: number;
+            /** Deliveries */
+            deliveries: components["schemas"]["DeliveryView"][];
+            /** Scope Id */
+            scope_id: string;
+            /** Webhook Id */
+            webhook_id: string;
+        };
+        /** DeliveryView */
+        DeliveryView: {
+            /** Attempt */
+            attempt: number;
+            /**
+             * Attempted At
+             * Format: date-time
+             */
+            attempted_at: string;
+            /** Duration Ms */
+            duration_ms: number;
+            /** Error */
+            error: string | null;
+            /** Event */
+            event: string;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "delivered" | "failed" | "dead_letter";
+            /**
+             * Position
+             * @description The event's feed position (the Dream-Event-Id header).
+             */
+            position: number;
+            /**
+             * Status Code
+             * @description The receiver's answer; null: none.
+             */
+            status_code: number | null;
         };
         /** DreamRunPage */
         DreamRunPage: {
@@ -1255,6 +1467,21 @@ export interface components {
              */
             trigger: "request" | "automatic";
             usage: components["schemas"]["Usage"];
+        };
+        /** DueScopeView */
+        DueScopeView: {
+            /**
+             * First Pending
+             * @description The oldest one's event position: the order in which the scheduler checks due scopes.
+             */
+            first_pending: number;
+            /**
+             * Pending
+             * @description Records automatic dreaming counts after the cursor.
+             */
+            pending: number;
+            /** Scope Id */
+            scope_id: string;
         };
         /** EntryVersionView */
         EntryVersionView: {
@@ -1546,6 +1773,19 @@ export interface components {
             /** Items */
             items: components["schemas"]["KnowledgeItemView"][];
         };
+        /** LatencyBucket */
+        LatencyBucket: {
+            /**
+             * Calls
+             * @description Calls that took at most le (cumulative).
+             */
+            calls: number;
+            /**
+             * Le
+             * @description Upper bound in seconds (null: +Inf).
+             */
+            le: number | null;
+        };
         /** LineageBody */
         LineageBody: {
             /** Artifacts */
@@ -1571,6 +1811,115 @@ export interface components {
             /** Entry Version Id */
             entry_version_id: string;
             memory_ref: components["schemas"]["ArtifactRefBody"];
+        };
+        /** ModelCallsView */
+        ModelCallsView: {
+            /** Buckets */
+            buckets: components["schemas"]["LatencyBucket"][];
+            /**
+             * Count
+             * @description Calls timed.
+             */
+            count: number;
+            /**
+             * Generator
+             * @description The generator kind (DREAM_GENERATOR).
+             */
+            generator: string;
+            /**
+             * Outcomes
+             * @description Calls by outcome: ok, or the error code.
+             */
+            outcomes: {
+                [key: string]: number;
+            };
+            /**
+             * P50 Seconds
+             * @description Upper bound of the median (its bucket).
+             */
+            p50_seconds: number | null;
+            /**
+             * P95 Seconds
+             * @description Upper bound of the 95th percentile.
+             */
+            p95_seconds: number | null;
+            /**
+             * Sum Seconds
+             * @description Their total time.
+             */
+            sum_seconds: number;
+        };
+        /**
+         * OpsOverview
+         * @description The operations page's numbers, read now from the read models, the store, the host's
+         *     metrics and this process's workers.
+         */
+        OpsOverview: {
+            /**
+             * Activity
+             * @description Runs admitted and ended per minute since `since`, oldest first.
+             */
+            activity: components["schemas"]["RunMinuteView"][];
+            /**
+             * Due
+             * @description Scopes automatic dreaming may find due now.
+             */
+            due: components["schemas"]["DueScopeView"][];
+            /**
+             * Generated At
+             * Format: date-time
+             */
+            generated_at: string;
+            /**
+             * Inboxes
+             * @description Scopes with pending Candidates, the fullest inbox first.
+             */
+            inboxes: components["schemas"]["ScopeInboxView"][];
+            /**
+             * Minutes
+             * @description The window of `activity`, in minutes.
+             */
+            minutes: number;
+            /**
+             * Model Calls
+             * @description Model calls by generator kind, counted on this host since its processes started (as /metrics counts them).
+             */
+            model_calls: components["schemas"]["ModelCallsView"][];
+            /**
+             * Position
+             * @description The store's head.
+             */
+            position: number;
+            /**
+             * Projections
+             * @description Each read model's position, lag behind the store and dead letters.
+             */
+            projections: {
+                [key: string]: components["schemas"]["ProjectionHealth"];
+            };
+            /**
+             * Queues
+             * @description Scopes with queued runs, the longest wait first.
+             */
+            queues: components["schemas"]["ScopeQueueView"][];
+            /**
+             * Runs
+             * @description Every run of the deployment, by status and trigger (the runs read model).
+             */
+            runs: components["schemas"]["RunCountView"][];
+            /**
+             * Since
+             * Format: date-time
+             * @description The first minute of `activity`.
+             */
+            since: string;
+            /**
+             * Slots
+             * @description Generation slots of the deployment (empty: this process runs no workers).
+             */
+            slots: components["schemas"]["SlotUse"][];
+            /** @description null: this process runs no workers */
+            workers: components["schemas"]["WorkerHealth"] | null;
         };
         /** ProjectionHealth */
         ProjectionHealth: {
@@ -1820,6 +2169,132 @@ export interface components {
             /** Scope Id */
             scope_id: string;
         };
+        /** RunCountView */
+        RunCountView: {
+            /** Runs */
+            runs: number;
+            /**
+             * Status
+             * @description queued, running, succeeded or failed
+             */
+            status: string;
+            /**
+             * Trigger
+             * @description request or automatic
+             */
+            trigger: string;
+        };
+        /** RunMinuteView */
+        RunMinuteView: {
+            /**
+             * Event
+             * @description accepted: admitted in that minute; succeeded, failed: ended in it.
+             * @enum {string}
+             */
+            event: "accepted" | "succeeded" | "failed";
+            /**
+             * Minute
+             * Format: date-time
+             * @description The minute's start, UTC.
+             */
+            minute: string;
+            /** Runs */
+            runs: number;
+            /**
+             * Trigger
+             * @description request or automatic
+             */
+            trigger: string;
+        };
+        /** ScopeInboxView */
+        ScopeInboxView: {
+            /**
+             * Pending
+             * @description Candidates waiting for review.
+             */
+            pending: number;
+            /** Scope Id */
+            scope_id: string;
+        };
+        /**
+         * ScopePage
+         * @description The scopes the caller may read, in scope id order.
+         */
+        ScopePage: {
+            /** Next Cursor */
+            next_cursor: string | null;
+            /** Scopes */
+            scopes: components["schemas"]["ScopeSummaryView"][];
+        };
+        /** ScopeQueueView */
+        ScopeQueueView: {
+            /**
+             * Oldest Accepted At
+             * Format: date-time
+             */
+            oldest_accepted_at: string;
+            /**
+             * Oldest Wait Seconds
+             * @description How long the oldest has waited.
+             */
+            oldest_wait_seconds: number;
+            /**
+             * Queued
+             * @description Runs admitted and not claimed yet.
+             */
+            queued: number;
+            /** Scope Id */
+            scope_id: string;
+        };
+        /**
+         * ScopeStatusView
+         * @description A scope at a glance: automatic dreaming's gates, the review inbox, the run queue.
+         */
+        ScopeStatusView: {
+            /** @description Automatic dreaming, as `dream auto status`. */
+            auto: components["schemas"]["AutoDreamStatusView"];
+            /**
+             * Pending Candidates
+             * @description Candidates awaiting review.
+             */
+            pending_candidates: number;
+            /** Queued Runs */
+            queued_runs: number;
+            /** Running Runs */
+            running_runs: number;
+            /** Scope Id */
+            scope_id: string;
+        };
+        /** ScopeSummaryView */
+        ScopeSummaryView: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Position
+             * @description The event that last changed the scope's settings.
+             */
+            position: number;
+            /**
+             * Roles
+             * @description The caller's own roles in the scope (an administrator of the deployment may hold none).
+             */
+            roles: string[];
+            /** Scope Id */
+            scope_id: string;
+            /** Settings */
+            settings: {
+                [key: string]: unknown;
+            };
+            /**
+             * Updated At
+             * Format: date-time
+             * @description When the settings last changed (or creation).
+             */
+            updated_at: string;
+        };
         /** ScopeView */
         ScopeView: {
             /**
@@ -1847,6 +2322,24 @@ export interface components {
              * @description The SKILL.md text.
              */
             skill_md: string;
+        };
+        /** SlotUse */
+        SlotUse: {
+            /**
+             * Cap
+             * @description Slots of the pool, across the deployment.
+             */
+            cap: number;
+            /**
+             * In Use
+             * @description Slots whose lease runs now.
+             */
+            in_use: number;
+            /**
+             * Pool
+             * @description generation (every run) or automatic (automatic runs).
+             */
+            pool: string;
         };
         /** SourceRefBody */
         SourceRefBody: {
@@ -1998,6 +2491,44 @@ export interface components {
              * @description null means unknown, never zero
              */
             output_tokens: number | null;
+        };
+        /** WebhookList */
+        WebhookList: {
+            /** Scope Id */
+            scope_id: string;
+            /** Webhooks */
+            webhooks: components["schemas"]["WebhookView"][];
+        };
+        /** WebhookView */
+        WebhookView: {
+            /**
+             * Delivered Position
+             * @description The feed position delivered up to.
+             */
+            delivered_position: number;
+            /** Event Types */
+            event_types: string[];
+            /**
+             * Position
+             * @description The event position of this state.
+             */
+            position: number | null;
+            /** Scope Id */
+            scope_id: string;
+            /**
+             * Secret Fingerprint
+             * @description `sha256:` and the first 16 hex digits of the secret's SHA-256; never the secret.
+             */
+            secret_fingerprint: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "active" | "revoked";
+            /** Url */
+            url: string;
+            /** Webhook Id */
+            webhook_id: string;
         };
         /** WorkerHealth */
         WorkerHealth: {
@@ -2248,6 +2779,167 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["TokenChange"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    ops_overview_v1_ops_overview_get: {
+        parameters: {
+            query?: {
+                /** @description Minutes of run activity, the current one included. */
+                minutes?: number;
+                /** @description Rows of each per-scope list at most. */
+                scopes?: number;
+                /** @description An event position the answer must include. Every read-model read already waits for every event recorded before the request arrived; `after` is checked to be a recorded position. */
+                after?: number | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpsOverview"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_scopes_v1_scopes_get: {
+        parameters: {
+            query?: {
+                cursor?: string | null;
+                /** @description Scopes per page, 1-100. */
+                limit?: number;
+                /** @description An event position the answer must include. Every read-model read already waits for every event recorded before the request arrived; `after` is checked to be a recorded position. */
+                after?: number | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScopePage"];
                 };
             };
             /** @description No valid bearer token */
@@ -5402,6 +6094,478 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SourceView"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    scope_status_v1_scopes__scope_id__status_get: {
+        parameters: {
+            query?: {
+                /** @description An event position the answer must include. Every read-model read already waits for every event recorded before the request arrived; `after` is checked to be a recorded position. */
+                after?: number | null;
+            };
+            header?: never;
+            path: {
+                scope_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScopeStatusView"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_webhooks_v1_scopes__scope_id__webhooks_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    create_webhook_v1_scopes__scope_id__webhooks_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWebhook"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedWebhookView"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    get_webhook_v1_scopes__scope_id__webhooks__webhook_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope_id: string;
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookView"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    revoke_webhook_v1_scopes__scope_id__webhooks__webhook_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope_id: string;
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookView"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    deliveries_v1_scopes__scope_id__webhooks__webhook_id__deliveries_get: {
+        parameters: {
+            query?: {
+                /** @description Only attempts of events before this position. */
+                before?: number | null;
+                /** @description Only attempts that ended so. */
+                outcome?: ("delivered" | "failed" | "dead_letter") | null;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                scope_id: string;
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryList"];
                 };
             };
             /** @description No valid bearer token */

@@ -84,6 +84,9 @@ describe("against a live dream serve", () => {
   test("the main loop: record, remember, dream, approve, search", async () => {
     const scope = await client.scopes.create("team");
     assert.equal(scope.scope_id, "team");
+    const listed = await client.scopes.list({ limit: 10 });
+    assert.ok(listed.scopes.some((s) => s.scope_id === "team"));
+    assert.equal((await client.scopes.status("team")).pending_candidates, 0);
 
     await client.sources.record("team", {
       source_type: "task",
