@@ -16,6 +16,7 @@ from domain.dream_request import DreamRequest
 from domain.policy import Caller
 from domain.refs import ArtifactRef, Lineage, SourceRef
 from dream_client import DreamClient
+from dream_client.errors import ForbiddenError
 from tests.conftest import LiveApi
 from tests.dream_support import ScriptedModel
 
@@ -155,3 +156,18 @@ def test_due_scopes_a_window_and_fewer_scopes(live_api: LiveApi) -> None:
     assert 4 * 60 <= (datetime.now(UTC) - since).total_seconds() <= 5 * 60 + 5
     assert [(due["scope_id"], due["pending"]) for due in body["due"]] == [("a", 1), ("b", 1)]
     assert [due["scope_id"] for due in every["due"]] == ["a", "b", "c"]
+
+
+def test_the_python_client_reads_the_overview_and_its_refusal(live_api: LiveApi) -> None:
+    app = live_api.dreaming
+    app.records.create_scope(ADMIN, "team")
+    app.access.register_principal(ADMIN, "rita")
+    app.records.grant_role(ADMIN, "team", "rita", "reader")
+    with DreamClient(live_api.base_url, live_api.admin_token) as admin, \
+            DreamClient(live_api.base_url, app.access.issue_token(ADMIN, "rita").value) as rita:
+        overview = admin.ops_overview(minutes=30, scopes=5)
+        assert overview.minutes == 30
+        assert overview.position == app.store.max_position()
+        assert "scopes" in overview.projections
+        with pytest.raises(ForbiddenError):
+            rita.ops_overview()

@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 
 import httpx
 
-from dream_client.connection import Connection
+from dream_client.connection import Connection, api_path, with_query
 from dream_client.errors import error_from
 from dream_client.knowledge import AuditClient, KnowledgeClient
-from dream_client.models import Health
+from dream_client.models import Health, OpsOverview
 from dream_client.records import ArtifactsClient, MemoriesClient, SourcesClient
 from dream_client.review import CandidatesClient, RunsClient
 from dream_client.scopes import AccessClient, ScopesClient, TokensClient
@@ -89,3 +89,11 @@ class DreamClient:
     def metrics(self) -> str:
         """The Prometheus text exposition of ``/metrics``."""
         return self._api.send("GET", "/metrics", accept="text/plain").text
+
+    def ops_overview(self, *, minutes: int | None = None, scopes: int | None = None,
+                     after: int | None = None) -> OpsOverview:
+        """The operations page's numbers (deployment administrators): runs by status and per
+        minute over the last ``minutes``, the busiest ``scopes``' queues and inboxes, view
+        lag, model calls, generation slots and due scopes."""
+        return self._api.call(OpsOverview, "GET", with_query(
+            api_path("ops", "overview"), minutes=minutes, scopes=scopes, after=after))
