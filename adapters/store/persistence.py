@@ -16,7 +16,7 @@ from inspect import unwrap
 from pathlib import Path
 from threading import Event, Thread, get_ident
 from typing import Any, ClassVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 from uuid import UUID
 
 from eventsourcing.persistence import (
@@ -37,13 +37,13 @@ from psycopg.sql import SQL, Identifier
 from adapters.observability.store_metrics import counted_commit
 from adapters.observability.tracing import current_traceparent
 from adapters.settings import Settings
+from adapters.store.database_url import split_postgres_url
 from adapters.store.file_turns import FileTurns
 from adapters.store.local_disk import require_local_disk
 from adapters.store.pool_tuning import tune_pool
 from application.bootstrap import Dreaming
 from application.ports import EventsOfMany, ReadSetChangedError
 from application.store import EventStore
-from domain.errors import InvalidRequestError
 from projections.backends import SerialisedSchema, SynchronousPool
 from projections.rendered_sql import RenderedNotifications, RenderedStatements, rendered
 
@@ -336,21 +336,9 @@ def _topic(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-class DatabaseUrlError(InvalidRequestError, ValueError):
-    """A database URL that is not a PostgreSQL URL: ``invalid_request``, never a traceback
-    (and still the ValueError it always was)."""
-
-
 def postgres_env(database_url: str, settings: Settings | None = None) -> dict[str, str]:
     settings = settings or Settings()
-    try:
-        url = urlsplit(database_url)
-        port = url.port  # a port that is not a number raises here, not at the first connection
-    except ValueError:
-        url, port = urlsplit(""), None
-    if url.scheme not in ("postgresql", "postgres") or not url.path.strip("/"):
-        msg = "DREAM_DATABASE_URL must look like postgresql://user:password@host:port/dbname"
-        raise DatabaseUrlError(msg, field="DREAM_DATABASE_URL")
+    url, port = split_postgres_url(database_url)
     return {
         "PERSISTENCE_MODULE": _topic(DreamPostgresFactory),
         "APPLICATION_RECORDER_TOPIC": _topic(ReadSetPostgresApplicationRecorder),

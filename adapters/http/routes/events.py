@@ -4,12 +4,15 @@ The feed shows each event's public fields only (see :mod:`projections.event_feed
 needs read access to the scope, like the audit. As a stream (``Accept: text/event-stream``)
 it sends the events after ``after`` (or after the ``Last-Event-ID`` a reconnecting client
 sends) and then each new one as it is recorded, with a comment every few seconds to keep idle
-connections open. The stream's ``data`` lines are encoded with msgspec.
+connections open. While the store does not answer, the stream waits for it (keep-alives go on)
+rather than breaking, and goes on after the last event it sent. The stream's ``data`` lines are
+encoded with msgspec.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
@@ -21,11 +24,18 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from adapters.http.dependencies import App, Bearing, read_view, reading
+from adapters.http.errors import STORE_OUTAGES
+from adapters.store.projection_runtime import ProjectionStoppedError, ProjectionUnavailableError
 from domain.errors import InvalidRequestError
 from projections.event_feed import DEFAULT_LIMIT, EVENT_FEED, EventFeedView, FeedEvent
 from projections.paging import MAX_LIMIT
 
 router = APIRouter()
+log = logging.getLogger(__name__)
+# What a stream waits out rather than breaking on: the store not answering, and the feed's
+# view unable to follow it meanwhile.
+STREAM_OUTAGES: tuple[type[Exception], ...] = (*STORE_OUTAGES, ProjectionUnavailableError,
+                                               ProjectionStoppedError)
 EVENT_STREAM = "text/event-stream"
 MAX_POSITION = 2**63 - 1  # a position is a 64-bit integer in both stores
 POLL_SECONDS = 0.5
@@ -95,10 +105,22 @@ async def _stream(request: Request, app: Any, caller: Any, scope_id: str,
                   after: int) -> AsyncIterator[bytes]:
     projection = request.app.state.read_models[EVENT_FEED.name]
     idle = 0.0
+    away = False  # the store (or the feed's view) did not answer the last read
     while not await request.is_disconnected():
-        found: list[FeedEvent] = await to_thread.run_sync(
-            app.queries.event_feed, caller, scope_id, lambda: projection.view, after,
-            MAX_LIMIT)
+        try:
+            found: list[FeedEvent] = await to_thread.run_sync(
+                app.queries.event_feed, caller, scope_id, lambda: projection.view, after,
+                MAX_LIMIT)
+        except STREAM_OUTAGES as error:
+            # The headers went long ago: an error now could only cut the connection. The
+            # stream waits for the store instead (keep-alives go on) and goes on after the
+            # last event it sent, so nothing is lost or sent twice.
+            if not away:
+                log.warning("event stream of %s: store unavailable, waiting: %s: %s",
+                            scope_id, type(error).__name__, error)
+            away, found = True, []
+        else:
+            away = False
         for event in found:
             after = event.position
             yield (f"id: {event.position}\nevent: {event.event}\n".encode()
