@@ -82,6 +82,21 @@ class Webhooks:
         position = self.store.commit(webhook, acted_by=caller)
         return Written(CreatedWebhook(webhook, secret), position)
 
+    @retry_on_write_conflict
+    def rotate_secret(self, caller: Caller, scope_id: str, webhook_id: str,
+                      secret: str | None, keep_secret: KeepSecret) -> Written[CreatedWebhook]:
+        """Sign the subscription's next deliveries with a new secret (``None``: generated);
+        a leaked secret is replaced so, and an imported subscription (whose secret stayed in
+        the other deployment's outbox) gets one. Only the new fingerprint is recorded."""
+        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        secret = random_secrets.token_urlsafe(32) if secret is None else check_secret(secret)
+        webhook = self._load(scope.scope_id, webhook_id)
+        fingerprint = secret_fingerprint(secret)
+        webhook.rotate_secret(fingerprint)
+        keep_secret(webhook.id, fingerprint, secret)
+        position = self.store.commit(webhook, acted_by=caller)
+        return Written(CreatedWebhook(webhook, secret), position)
+
     def get(self, caller: Caller, scope_id: str, webhook_id: str) -> Webhook:
         scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
         return self._load(scope.scope_id, webhook_id)

@@ -3,7 +3,8 @@
 The subscription records what to deliver (event types; none: every event), where (an http or
 https URL) and the *fingerprint* of the secret that signs each delivery, never the secret
 itself: the secret is kept by the delivery outbox, outside the event log, so no event, bundle
-or log line carries it (ADR-0029). A revoked subscription receives nothing more.
+or log line carries it (ADR-0029). Rotating the secret records the new fingerprint the same
+way. A revoked subscription receives nothing more.
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ class Webhook(Aggregate):
     class Revoked(Aggregate.Event):
         pass
 
+    class SecretRotated(Aggregate.Event):
+        """A new signing secret, effective for the next delivery: only its fingerprint."""
+
+        secret_fingerprint: str
+
     @staticmethod
     def create_id(scope_id: str, webhook_id: str) -> UUID:
         return aggregate_id("webhook", scope_id, webhook_id)
@@ -138,3 +144,15 @@ class Webhook(Aggregate):
     @event(Revoked)
     def _revoked(self) -> None:
         self.revoked = True
+
+    def rotate_secret(self, fingerprint: str) -> None:
+        """Sign with another secret from the next delivery on; a revoked subscription has
+        nothing left to sign."""
+        if self.revoked:
+            raise InvalidRequestError("the webhook is revoked; create a new subscription",
+                                      webhook_id=self.webhook_id)
+        self._secret_rotated(fingerprint)
+
+    @event(SecretRotated)
+    def _secret_rotated(self, secret_fingerprint: str) -> None:
+        self.secret_fingerprint = secret_fingerprint

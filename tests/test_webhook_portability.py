@@ -5,12 +5,14 @@ bundle carries no secret, so an imported subscription waits, ``needs_secret``, u
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -281,3 +283,67 @@ def burn_positions(database_url: str, count: int) -> None:
         assert len(sequences) == 1, sequences
         for _ in range(count):
             connection.execute(f"SELECT nextval('{sequences[0]}')")
+
+
+def test_an_imported_subscription_needs_a_secret_until_one_is_rotated_in(
+        settings: Settings, tmp_path: Path, receiver: Receiver,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from adapters.cli.main import main  # noqa: PLC0415
+
+    live = embedded(tmp_path / "live")
+    created = a_delivering_deployment(live, receiver)
+    bundle = tmp_path / "team.jsonl"
+    exported = dream("export", "--data-dir", str(live.data_dir), "--scope", "team", "--to",
+                     str(bundle))
+    assert exported.returncode == 0, exported.stderr
+    states = [base64.b64decode(line["state"]).decode() for line in map(
+        json.loads, bundle.read_text().splitlines()) if "state" in line]
+    assert any(created["secret_fingerprint"] in state for state in states)
+    assert not any(SECRET in state for state in states)  # handed to another deployment
+    target = ["--database-url", settings.database_url] if settings.database_url else [
+        "--data-dir", str(settings.data_dir)]
+    imported = dream("import", "--from", str(bundle), *target)
+    assert imported.returncode == 0, imported.stderr
+    key = webhook_key(created)
+    assert not [r for r in outbox_of(settings).secrets if r["webhook_key"] == str(key)]
+
+    shown = f"/v1/scopes/team/webhooks/{created['webhook_id']}"
+    with serving(settings) as http:
+        assert http.get(shown).json()["status"] == "needs_secret"
+        assert [w["status"] for w in http.get("/v1/scopes/team/webhooks").json()[
+            "webhooks"]] == ["needs_secret"]
+        record(http, "s3")
+        wait_until(lambda: http.get("/v1/scopes/team/events").json()["events"][-1][
+            "fields"].get("source_id") == "s3")
+        time.sleep(1.0)  # a delivery pass or more
+        assert len(receiver.delivered()) == 2  # nothing is sent without a secret
+        assert http.get(f"{shown}/deliveries").json()["deliveries"] == []
+
+        api = ["--scope", "team", "--url", str(http.base_url), "--token", "unused"]
+        assert main(["webhook", "rotate-secret", created["webhook_id"], "--secret",
+                     NEW_SECRET, *api, "--json"]) == 0
+        rotated = json.loads(capsys.readouterr().out)
+        assert (rotated["secret"], rotated["status"]) == (NEW_SECRET, "active")
+        assert rotated["secret_fingerprint"] != created["secret_fingerprint"]
+        wait_until(lambda: len(receiver.delivered()) == 5, timeout=30)
+        events = http.get("/v1/scopes/team/events").json()["events"]
+        revoked = http.delete(shown)
+        assert revoked.json()["status"] == "revoked"
+        refused = http.post(f"{shown}/secret", json={})
+        assert (refused.status_code, refused.json()["error"]["code"]) == (
+            422, "invalid_request")
+    # The bundle's events carry no position: the target's feed is delivered from its start.
+    assert source_ids(receiver) == ["s1", "s2", "s1", "s2", "s3"]
+    assert signed_with(NEW_SECRET, Receiver(received=receiver.delivered()[2:]))
+    assert [e["event"] for e in events].count("Webhook.SecretRotated") == 1
+    assert NEW_SECRET not in json.dumps(events)
+    with closing(open_store(settings)) as store:  # the event records the fingerprint only
+        stored = [e.state.decode() for e in events_of(store) if "SecretRotated" in e.topic]
+    assert len(stored) == 1
+    assert rotated["secret_fingerprint"] in stored[0]
+    assert NEW_SECRET not in stored[0]
+    there = outbox_of(settings)
+    assert [(r["fingerprint"], r["secret"]) for r in there.secrets
+            if r["webhook_key"] == str(key)] == [(rotated["secret_fingerprint"], NEW_SECRET)]
+    [position] = [r["position"] for r in there.subscriptions if r["webhook_key"] == str(key)]
+    assert position >= max(r.event["position"] for r in receiver.delivered()[2:])

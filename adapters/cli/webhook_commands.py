@@ -27,7 +27,7 @@ def _webhook_list(args: argparse.Namespace) -> int:
         print(listing.model_dump_json(indent=2))
         return 0
     for webhook in listing.webhooks:
-        print(f"{webhook.webhook_id}  {webhook.status.value:<7}  "
+        print(f"{webhook.webhook_id}  {webhook.status.value:<12}  "
               f"delivered to {webhook.delivered_position:<8} {webhook.url}  "
               f"[{', '.join(webhook.event_types) or '*'}]")
     return 0
@@ -47,6 +47,18 @@ def _webhook_revoke(args: argparse.Namespace) -> int:
         print(webhook.model_dump_json(indent=2))
     else:
         print(f"webhook {webhook.webhook_id} revoked: nothing more is delivered")
+    return 0
+
+
+def _webhook_rotate_secret(args: argparse.Namespace) -> int:
+    with client_from(args) as client:
+        rotated = client.webhooks.rotate_secret(args.scope, args.webhook_id, secret=args.secret)
+    if args.json:
+        print(rotated.model_dump_json(indent=2))
+        return 0
+    print(f"webhook {rotated.webhook_id}: the next deliveries are signed with the new secret "
+          f"({rotated.secret_fingerprint})")
+    print(f"secret (shown only now): {rotated.secret}")
     return 0
 
 
@@ -94,6 +106,17 @@ def add_commands(commands: Commands) -> None:
     add_client_options(revoke)
     revoke.add_argument("webhook_id", help="the subscription's id (wh_...)")
     revoke.set_defaults(handler=_webhook_revoke)
+
+    rotate = webhook_commands.add_parser(
+        "rotate-secret", help="sign the next deliveries with a new secret; prints it once",
+        description="Replace a subscription's signing secret (a leaked one, or none: an "
+                    "imported subscription shows status needs_secret). The next delivery is "
+                    "signed with it; only its fingerprint is recorded.")
+    add_client_options(rotate)
+    rotate.add_argument("webhook_id", help="the subscription's id (wh_...)")
+    rotate.add_argument("--secret", help="the new secret, 16-256 printable ASCII characters "
+                                         "(default: one is generated)")
+    rotate.set_defaults(handler=_webhook_rotate_secret)
 
     deliveries = webhook_commands.add_parser(
         "deliveries", help="a subscription's delivery attempts, latest first")

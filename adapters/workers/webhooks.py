@@ -131,6 +131,7 @@ class WebhookDelivery:
         self._post = post or http_post
         self._subscriptions: dict[str, Webhook] = {}
         self._known: dict[str, _Known] = {}
+        self._secretless: dict[str, tuple[str, float]] = {}  # fingerprint, look again at
         self._next_refresh = 0.0
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -199,7 +200,7 @@ class WebhookDelivery:
 
     def _deliver(self, key: str, webhook: Webhook) -> bool:
         outbox, options = self.outbox, self.options
-        if self._idle(webhook, self._known.get(key)):
+        if self._waits_for_secret(key, webhook) or self._idle(webhook, self._known.get(key)):
             return False
         recheck_at = time.monotonic() + options.lease_seconds / 3
         row = outbox.claim(webhook.id, self.holder, options.lease_seconds)
@@ -213,21 +214,26 @@ class WebhookDelivery:
         if not events:
             return False
         del self._known[key]  # the position moves: the outbox is asked again next pass
-        webhook = self._subscriptions[key] = self.app.webhooks.current(webhook)
-        if webhook.revoked:
-            return False
-        secret = outbox.secret(webhook.id, webhook.secret_fingerprint)
         failures = row.failures
         skipped = row.position
+        signing: tuple[str, str | None] | None = None  # (fingerprint, its secret)
         for event in events:
             if self._stop.is_set():
                 break
             if not webhook.takes(event.event):
                 skipped = event.position
                 continue
-            if secret is None:  # created, but its secret never reached the outbox
-                log.warning("webhook %s has no secret; not delivering", webhook.webhook_id)
+            # Each delivery sees the subscription as it is now: a revocation or a new secret
+            # answered before it started applies to it.
+            webhook = self._subscriptions[key] = self.app.webhooks.current(webhook)
+            if webhook.revoked:
                 break
+            signing = self._signing(webhook, signing)
+            secret = signing[1]
+            if secret is None:
+                self._needs_secret(key, webhook)
+                break
+            self._secretless.pop(key, None)
             failures += 1
             attempt = self._attempt(webhook, event, secret, failures)
             if attempt.outcome in (DELIVERED, DEAD_LETTER):
@@ -243,7 +249,33 @@ class WebhookDelivery:
             return True
         if skipped > row.position and failures == 0:
             outbox.skip_to(webhook.id, self.holder, skipped)
-        return True
+        return skipped > row.position or failures != row.failures
+
+    def _waits_for_secret(self, key: str, webhook: Webhook) -> bool:
+        """Whether the subscription was found without a secret lately (and not rotated)."""
+        waiting = self._secretless.get(key)
+        return (waiting is not None and waiting[0] == webhook.secret_fingerprint
+                and time.monotonic() < waiting[1])
+
+    def _signing(self, webhook: Webhook, known: tuple[str, str | None] | None
+                 ) -> tuple[str, str | None]:
+        """The subscription's fingerprint and its secret, looked up again once it changed."""
+        if known is not None and known[0] == webhook.secret_fingerprint:
+            return known
+        return webhook.secret_fingerprint, self.outbox.secret(webhook.id,
+                                                              webhook.secret_fingerprint)
+
+    def _needs_secret(self, key: str, webhook: Webhook) -> None:
+        """No secret for the subscription's fingerprint in this outbox (an imported
+        subscription: bundles carry none): nothing is delivered, nor skipped, until one is
+        set (``POST …/secret``); said once, then looked at again every refresh."""
+        waiting = self._secretless.get(key)
+        if waiting is None or waiting[0] != webhook.secret_fingerprint:
+            log.warning("webhook %s of scope %s needs a secret (status needs_secret): nothing "
+                        "is delivered until one is set (dream webhook rotate-secret)",
+                        webhook.webhook_id, webhook.scope_id)
+        self._secretless[key] = (webhook.secret_fingerprint,
+                                 time.monotonic() + self.options.refresh_seconds)
 
     def _attempt(self, webhook: Webhook, event: FeedEvent, secret: str, number: int) -> Attempt:
         body = _encode(event)

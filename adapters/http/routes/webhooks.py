@@ -42,7 +42,10 @@ class WebhookView(BaseModel):
     scope_id: str
     url: str
     event_types: list[str]
-    status: Literal["active", "revoked"]
+    status: Literal["active", "needs_secret", "revoked"] = Field(
+        description="`needs_secret`: this deployment's outbox has no secret for "
+                    "`secret_fingerprint` (an imported subscription: bundles carry no secret), "
+                    "so nothing is delivered until one is set with `POST …/secret`.")
     secret_fingerprint: str = Field(description="`sha256:` and the first 16 hex digits of the "
                                                 "secret's SHA-256; never the secret.")
     delivered_position: int = Field(description="The feed position delivered up to.")
@@ -51,6 +54,13 @@ class WebhookView(BaseModel):
 
 class CreatedWebhookView(WebhookView):
     secret: str = Field(description="The signing secret: shown this once, never again.")
+
+
+class RotateSecret(Strict):
+    secret: str | None = Field(
+        default=None, description="The new HMAC-SHA256 key (16..256 printable ASCII "
+                                  "characters); omitted: the server generates one. Answered "
+                                  "only now.")
 
 
 class WebhookList(BaseModel):
@@ -81,10 +91,18 @@ def outbox_of(request: Request) -> WebhookOutbox:
     return outbox
 
 
+def _status(webhook: Webhook, outbox: WebhookOutbox) -> Literal[
+        "active", "needs_secret", "revoked"]:
+    if webhook.revoked:
+        return "revoked"
+    if outbox.secret(webhook.id, webhook.secret_fingerprint) is None:
+        return "needs_secret"
+    return "active"
+
+
 def _view(webhook: Webhook, outbox: WebhookOutbox, position: int | None) -> WebhookView:
     return WebhookView(webhook_id=webhook.webhook_id, scope_id=webhook.scope_id, url=webhook.url,
-                       event_types=webhook.event_types,
-                       status="revoked" if webhook.revoked else "active",
+                       event_types=webhook.event_types, status=_status(webhook, outbox),
                        secret_fingerprint=webhook.secret_fingerprint,
                        delivered_position=outbox.position(webhook.id), position=position)
 
@@ -138,6 +156,21 @@ def revoke_webhook(scope_id: str, webhook_id: str, request: Request, app: App,
     webhook = written.value
     position = written.position or app.store.position_of(webhook)
     return _view(webhook, outbox_of(request), position)
+
+
+@webhooks_router.post("/{webhook_id}/secret")
+def rotate_webhook_secret(scope_id: str, webhook_id: str, body: RotateSecret, request: Request,
+                          app: App, bearer: Bearing) -> CreatedWebhookView:
+    """Sign the next deliveries with a new secret: after a leak, or to give an imported
+    subscription (`needs_secret`) one. The answer is the only one that shows it; the event
+    records its fingerprint only. A revoked subscription is refused (`invalid_request`)."""
+    caller = bearer.caller()
+    outbox = outbox_of(request)
+    written = app.webhooks.rotate_secret(caller, scope_id, webhook_id, body.secret,
+                                         outbox.keep_secret)
+    rotated = written.value
+    shown = _view(rotated.webhook, outbox, written.position)
+    return CreatedWebhookView(**shown.model_dump(), secret=rotated.secret)
 
 
 @webhooks_router.get("/{webhook_id}/deliveries")

@@ -198,7 +198,12 @@ class CreateWebhook(BaseModel):
 
 
 class Status3(StrEnum):
+    """
+    `needs_secret`: this deployment's outbox has no secret for `secret_fingerprint` (an imported subscription: bundles carry no secret), so nothing is delivered until one is set with `POST …/secret`.
+    """
+
     active = 'active'
+    needs_secret = 'needs_secret'
     revoked = 'revoked'
 
 
@@ -223,7 +228,11 @@ class CreatedWebhookView(BaseModel):
         description="`sha256:` and the first 16 hex digits of the secret's SHA-256; never the secret.",
         title='Secret Fingerprint',
     )
-    status: Status3 = Field(..., title='Status')
+    status: Status3 = Field(
+        ...,
+        description="`needs_secret`: this deployment's outbox has no secret for `secret_fingerprint` (an imported subscription: bundles carry no secret), so nothing is delivered until one is set with `POST …/secret`.",
+        title='Status',
+    )
     url: str = Field(..., title='Url')
     webhook_id: str = Field(..., title='Webhook Id')
 
@@ -579,6 +588,17 @@ class RolesView(BaseModel):
     scope_id: str = Field(..., title='Scope Id')
 
 
+class RotateSecret(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    secret: str | None = Field(
+        None,
+        description='The new HMAC-SHA256 key (16..256 printable ASCII characters); omitted: the server generates one. Answered only now.',
+        title='Secret',
+    )
+
+
 class RunCountView(BaseModel):
     runs: int = Field(..., title='Runs')
     status: str = Field(
@@ -772,7 +792,12 @@ class Usage(BaseModel):
 
 
 class Status7(StrEnum):
+    """
+    `needs_secret`: this deployment's outbox has no secret for `secret_fingerprint` (an imported subscription: bundles carry no secret), so nothing is delivered until one is set with `POST …/secret`.
+    """
+
     active = 'active'
+    needs_secret = 'needs_secret'
     revoked = 'revoked'
 
 
@@ -792,7 +817,11 @@ class WebhookView(BaseModel):
         description="`sha256:` and the first 16 hex digits of the secret's SHA-256; never the secret.",
         title='Secret Fingerprint',
     )
-    status: Status7 = Field(..., title='Status')
+    status: Status7 = Field(
+        ...,
+        description="`needs_secret`: this deployment's outbox has no secret for `secret_fingerprint` (an imported subscription: bundles carry no secret), so nothing is delivered until one is set with `POST …/secret`.",
+        title='Status',
+    )
     url: str = Field(..., title='Url')
     webhook_id: str = Field(..., title='Webhook Id')
 

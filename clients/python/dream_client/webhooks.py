@@ -14,8 +14,8 @@ from dream_client.models import (
 
 
 class WebhooksClient(SubClient):
-    """``client.webhooks``: subscribe a URL to a scope's events, list, show, revoke, and read
-    the delivery attempts. For the scope's administrators."""
+    """``client.webhooks``: subscribe a URL to a scope's events, list, show, revoke, rotate
+    the secret, and read the delivery attempts. For the scope's administrators."""
 
     def create(self, scope_id: str, *, url: str, event_types: Sequence[str] = (),
                secret: str | None = None) -> CreatedWebhookView:
@@ -35,6 +35,14 @@ class WebhooksClient(SubClient):
     def revoke(self, scope_id: str, webhook_id: str) -> WebhookView:
         return self._api.call(WebhookView, "DELETE",
                               api_path("scopes", scope_id, "webhooks", webhook_id))
+
+    def rotate_secret(self, scope_id: str, webhook_id: str, *,
+                      secret: str | None = None) -> CreatedWebhookView:
+        """Sign the next deliveries with a new secret (``None``: the server generates one);
+        the answer is the only one that shows it."""
+        return self._api.call(CreatedWebhookView, "POST",
+                              api_path("scopes", scope_id, "webhooks", webhook_id, "secret"),
+                              without_none(secret=secret))
 
     def deliveries(self, scope_id: str, webhook_id: str, *, outcome: str | None = None,
                    before: int | None = None, limit: int | None = None) -> DeliveryList:
