@@ -24,6 +24,7 @@ import pytest
 from starlette.routing import Match
 
 from adapters.http.routes import ops, router
+from adapters.http.routes.webhooks import webhooks_router
 from application.bootstrap import Dreaming
 from domain.access import Resource
 from domain.dream_request import DreamRequest
@@ -121,6 +122,7 @@ class World:
     run_id: str  # a Dream run admitted by the deployment admin
     candidate_id: str  # a pending Candidate proposed by the contributor
     hidden_candidate_id: str  # one whose evidence includes HIDDEN_SOURCE
+    webhook_id: str = ""  # a subscription of SCOPE (its secret kept nowhere)
 
 
 Request = tuple[str, str, dict[str, Any] | None]  # method, path, JSON body
@@ -201,6 +203,12 @@ def _decide(decision: str) -> Build:
             body["reason"] = "not general enough"
         return "POST", f"{S}/candidates/{candidate_id}/{decision}", body
     return build
+
+
+def _webhook(world: World) -> str:
+    """A new subscription of SCOPE, its secret kept nowhere (no delivery runs here)."""
+    return world.app.webhooks.create(ADMIN, SCOPE, "http://127.0.0.1:9/hook", [], None,
+                                     lambda *_: None).value.webhook.webhook_id
 
 
 def _package(artifact_id: str, file: str = "") -> Build:
@@ -428,6 +436,25 @@ MATRIX: list[tuple[str, Build, dict[str, int]]] = [
     ("GET {s}/provenance/impact (source, read revoked)",
      lambda w, u: ("GET", f"{S}/provenance/impact?kind=source&key=task/hidden", None),
      read(**HIDDEN_READ)),
+    # webhooks: the scope's administrators only
+    ("POST {s}/webhooks",
+     lambda w, u: ("POST", f"{S}/webhooks", {"url": f"http://127.0.0.1:9/{u}"}),
+     administer(201)),
+    ("GET {s}/webhooks",
+     lambda w, u: ("GET", f"{S}/webhooks", None),
+     administer()),
+    ("GET {s}/webhooks/{id}",
+     lambda w, u: ("GET", f"{S}/webhooks/{w.webhook_id}", None),
+     administer()),
+    ("GET {s}/webhooks/{id}/deliveries",
+     lambda w, u: ("GET", f"{S}/webhooks/{w.webhook_id}/deliveries", None),
+     administer()),
+    ("POST {s}/webhooks/{id}/secret",
+     lambda w, u: ("POST", f"{S}/webhooks/{w.webhook_id}/secret", {}),
+     administer()),
+    ("DELETE {s}/webhooks/{id}",  # a fresh subscription per case: revoking twice writes once
+     lambda w, u: ("DELETE", f"{S}/webhooks/{_webhook(w)}", None),
+     administer()),
     # operations
     ("GET /v1/ops/overview",
      lambda w, u: ("GET", "/v1/ops/overview", None),
@@ -501,7 +528,7 @@ def _world(live_api: LiveApi) -> tuple[World, dict[str, dict[str, str]]]:
                                  Lineage(sources=(SourceRef(*HIDDEN_SOURCE),)), "seen once")
     world = World(app, cited.to_dict(), run.value.run.run_id, "", "hidden")
     candidate_id = _candidate(world, "read", PROPOSER)
-    return replace(world, candidate_id=candidate_id), headers
+    return replace(world, candidate_id=candidate_id, webhook_id=_webhook(world)), headers
 
 
 def _check(http: httpx.Client, world: World, headers: dict[str, str], label: str,
@@ -549,7 +576,7 @@ def test_every_route_answers_every_caller_as_the_policy_says(live_api: LiveApi) 
 
 def _uncovered(sent: set[tuple[str, str]]) -> list[str]:
     """Every route the API serves must have been exercised by some row of the matrix."""
-    routes = list(api_routes((*router.routes, *ops.routes)))
+    routes = list(api_routes((*router.routes, *ops.routes, *webhooks_router.routes)))
     assert len(routes) >= 40  # every route is seen, however FastAPI keeps them
     return [f"{method} {route.path}" for route in routes for method in route.methods or ()
             if not any(route.matches({"type": "http", "method": m,
