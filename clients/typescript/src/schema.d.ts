@@ -860,6 +860,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/scopes/{scope_id}/webhooks/{webhook_id}/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate Webhook Secret
+         * @description Sign the next deliveries with a new secret: after a leak, or to give an imported
+         *     subscription (`needs_secret`) one. The answer is the only one that shows it; the event
+         *     records its fingerprint only. A revoked subscription is refused (`invalid_request`).
+         */
+        post: operations["rotate_webhook_secret_v1_scopes__scope_id__webhooks__webhook_id__secret_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1293,9 +1315,10 @@ export interface components {
             secret_fingerprint: string;
             /**
              * Status
+             * @description `needs_secret`: this deployment's outbox has no secret for `secret_fingerprint` (an imported subscription: bundles carry no secret), so nothing is delivered until one is set with `POST …/secret`.
              * @enum {string}
              */
-            status: "active" | "revoked";
+            status: "active" | "needs_secret" | "revoked";
             /** Url */
             url: string;
             /** Webhook Id */
@@ -2169,6 +2192,14 @@ export interface components {
             /** Scope Id */
             scope_id: string;
         };
+        /** RotateSecret */
+        RotateSecret: {
+            /**
+             * Secret
+             * @description The new HMAC-SHA256 key (16..256 printable ASCII characters); omitted: the server generates one. Answered only now.
+             */
+            secret?: string | null;
+        };
         /** RunCountView */
         RunCountView: {
             /** Runs */
@@ -2522,9 +2553,10 @@ export interface components {
             secret_fingerprint: string;
             /**
              * Status
+             * @description `needs_secret`: this deployment's outbox has no secret for `secret_fingerprint` (an imported subscription: bundles carry no secret), so nothing is delivered until one is set with `POST …/secret`.
              * @enum {string}
              */
-            status: "active" | "revoked";
+            status: "active" | "needs_secret" | "revoked";
             /** Url */
             url: string;
             /** Webhook Id */
@@ -6566,6 +6598,87 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DeliveryList"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    rotate_webhook_secret_v1_scopes__scope_id__webhooks__webhook_id__secret_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope_id: string;
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RotateSecret"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedWebhookView"];
                 };
             };
             /** @description No valid bearer token */
