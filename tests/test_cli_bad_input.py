@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from adapters.settings import Settings
+from adapters.store.bundles import Trailer, read_bundle
+from adapters.store.migration import EventChain
 from adapters.store.persistence import open_dreaming
 from domain.policy import LOCAL
 from tests.conftest import LiveApi
@@ -147,8 +150,22 @@ def _bad_bundles(files: Files) -> None:
     }
     for name, data in bundles.items():
         _write(Path(files / name), data)
+    _write(Path(files / "rechained.jsonl"), _rechained(Path(files / "s.jsonl")))
     msgpack = Path(files / "s.msgpack").read_bytes()
     _write(Path(files / "cut.msgpack"), msgpack[: len(msgpack) - 7])
+
+
+def _rechained(bundle: Path) -> bytes:
+    """The bundle with its first event's state no stored event has, and the chain and count
+    computed again over it, as one who edits a bundle on purpose would."""
+    read = read_bundle(bundle)
+    first, *rest = read.events
+    events = [msgspec.structs.replace(first, state=b"\xff not json"), *rest]
+    chain = EventChain()
+    for event in events:
+        chain.add(event)
+    records = [read.header, *events, Trailer(chain.events, chain.digest)]
+    return b"".join(msgspec.json.encode(record) + b"\n" for record in records)
 
 
 @pytest.fixture(scope="module")
@@ -266,7 +283,8 @@ STORE_CASES = [
                          ("with its count edited", "count-edited.jsonl"),
                          ("with an event's state edited", "state-edited.jsonl"),
                          ("of another schema version", "schema-version.jsonl"),
-                         ("in MessagePack cut mid-frame", "cut.msgpack"))),
+                         ("in MessagePack cut mid-frame", "cut.msgpack"),
+                         ("edited and re-chained", "rechained.jsonl"))),
     Case("import of a bundle cut short into the store",
          lambda f: ["import", "--from", f / "line-dropped.jsonl", "--data-dir", f.data],
          "bundle_invalid"),

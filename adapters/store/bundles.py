@@ -222,8 +222,8 @@ def import_bundle(path: Path, settings: Settings, *, merge: bool = False) -> Imp
     already holds identically is skipped, and an aggregate whose stored events differ from the
     bundle's is refused. Everything is checked before the first write."""
     bundle = read_bundle(path)
+    scopes = _scopes_of(bundle, path)
     with closing(open_store(settings)) as store:
-        scopes = _scopes_of(bundle)
         if bundle.header.scopes is None and store.max_position() and not merge:
             raise ImportConflictError("a whole deployment's bundle imports into an empty store",
                                       bundle=str(path))
@@ -239,9 +239,20 @@ def import_bundle(path: Path, settings: Settings, *, merge: bool = False) -> Imp
                     sorted(scopes), bundle.header.deployment, bundle.header.source)
 
 
-def _scopes_of(bundle: Bundle) -> set[str]:
-    return {scope for event in bundle.events if event.originator_version == 1
-            and (scope := msgspec.json.decode(event.state, type=_Scoped).scope_id) is not None}
+def _scopes_of(bundle: Bundle, path: Path) -> set[str]:
+    """The scopes the bundle's aggregates were first recorded in; every event's state must be
+    a JSON object (a bundle re-chained after an edit may hold anything)."""
+    scopes: set[str] = set()
+    for event in bundle.events:
+        try:
+            scope = msgspec.json.decode(event.state, type=_Scoped).scope_id
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            raise BundleInvalidError(f"the event at position {event.position} is not a stored "
+                                     f"event: {error}", bundle=str(path),
+                                     position=event.position) from None
+        if event.originator_version == 1 and scope is not None:
+            scopes.add(scope)
+    return scopes
 
 
 def _not_yet_stored(store: EventStore, events: Sequence[Event]) -> list[Event]:
