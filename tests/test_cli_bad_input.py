@@ -150,17 +150,20 @@ def _bad_bundles(files: Files) -> None:
     }
     for name, data in bundles.items():
         _write(Path(files / name), data)
-    _write(Path(files / "rechained.jsonl"), _rechained(Path(files / "s.jsonl")))
+    good = Path(files / "s.jsonl")
+    _write(Path(files / "rechained.jsonl"), _rechained(good, state=b"\xff not json"))
+    _write(Path(files / "unknown-topic.jsonl"), _rechained(good, topic="nowhere:Nothing"))
+    _write(Path(files / "not-an-event.jsonl"), _rechained(good, topic="domain.errors:DomainError"))
     msgpack = Path(files / "s.msgpack").read_bytes()
     _write(Path(files / "cut.msgpack"), msgpack[: len(msgpack) - 7])
 
 
-def _rechained(bundle: Path) -> bytes:
-    """The bundle with its first event's state no stored event has, and the chain and count
-    computed again over it, as one who edits a bundle on purpose would."""
+def _rechained(bundle: Path, **change: Any) -> bytes:
+    """The bundle with its first event changed, and the chain and count computed again over
+    it, as one who edits a bundle on purpose would."""
     read = read_bundle(bundle)
     first, *rest = read.events
-    events = [msgspec.structs.replace(first, state=b"\xff not json"), *rest]
+    events = [msgspec.structs.replace(first, **change), *rest]
     chain = EventChain()
     for event in events:
         chain.add(event)
@@ -284,7 +287,9 @@ STORE_CASES = [
                          ("with an event's state edited", "state-edited.jsonl"),
                          ("of another schema version", "schema-version.jsonl"),
                          ("in MessagePack cut mid-frame", "cut.msgpack"),
-                         ("edited and re-chained", "rechained.jsonl"))),
+                         ("edited and re-chained", "rechained.jsonl"),
+                         ("re-chained with an unknown topic", "unknown-topic.jsonl"),
+                         ("re-chained with a topic that is no event", "not-an-event.jsonl"))),
     Case("import of a bundle cut short into the store",
          lambda f: ["import", "--from", f / "line-dropped.jsonl", "--data-dir", f.data],
          "bundle_invalid"),

@@ -15,12 +15,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import IO, Literal
 from uuid import UUID
 
 import msgspec
+from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import Notification
+from eventsourcing.utils import TopicError, resolve_topic
 
 from adapters.settings import Settings
 from adapters.store.deployment import deployment_id
@@ -250,9 +253,27 @@ def _scopes_of(bundle: Bundle, path: Path) -> set[str]:
             raise BundleInvalidError(f"the event at position {event.position} is not a stored "
                                      f"event: {error}", bundle=str(path),
                                      position=event.position) from None
+        if not _known_topic(event.topic):
+            raise BundleInvalidError(f"the event at position {event.position} names a topic no "
+                                     f"domain event has: {event.topic!r}", bundle=str(path),
+                                     position=event.position)
         if event.originator_version == 1 and scope is not None:
             scopes.add(scope)
     return scopes
+
+
+@cache
+def _known_topic(topic: str) -> bool:
+    """Whether ``topic`` names an event class of the domain (only the ``domain`` package is
+    ever imported to find out: a bundle does not choose what this process imports)."""
+    module = topic.partition(":")[0]
+    if module != "domain" and not module.startswith("domain."):
+        return False
+    try:
+        found = resolve_topic(topic)
+    except (TopicError, ImportError, AttributeError):
+        return False
+    return isinstance(found, type) and issubclass(found, DomainEvent)
 
 
 def _not_yet_stored(store: EventStore, events: Sequence[Event]) -> list[Event]:
