@@ -347,3 +347,27 @@ def test_an_imported_subscription_needs_a_secret_until_one_is_rotated_in(
             if r["webhook_key"] == str(key)] == [(rotated["secret_fingerprint"], NEW_SECRET)]
     [position] = [r["position"] for r in there.subscriptions if r["webhook_key"] == str(key)]
     assert position >= max(r.event["position"] for r in receiver.delivered()[2:])
+
+
+def test_a_rotated_secret_signs_the_next_delivery(settings: Settings,
+                                                  receiver: Receiver) -> None:
+    with serving(settings) as http:
+        http.post("/v1/scopes", json={"scope_id": "team"}).raise_for_status()
+        created = subscribe(http, receiver.url)
+        record(http, "s1")
+        wait_until(lambda: len(receiver.delivered()) == 1)
+        shown = f"/v1/scopes/team/webhooks/{created['webhook_id']}"
+        rotated = http.post(f"{shown}/secret", json={})  # a generated secret
+        assert rotated.status_code == 200, rotated.text
+        new = rotated.json()
+        assert new["secret"] != SECRET
+        assert http.get(shown).json()["secret_fingerprint"] == new["secret_fingerprint"]
+        assert "secret" not in http.get(shown).json()
+        record(http, "s2")
+        wait_until(lambda: len(receiver.delivered()) == 2)
+    first, second = receiver.delivered()
+    assert signed_with(SECRET, Receiver(received=[first]))
+    assert signed_with(new["secret"], Receiver(received=[second]))
+    assert not signed_with(SECRET, Receiver(received=[second]))
+    kept = {(r["fingerprint"], r["secret"]) for r in outbox_of(settings).secrets}
+    assert (new["secret_fingerprint"], new["secret"]) in kept

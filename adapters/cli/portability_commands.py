@@ -37,7 +37,10 @@ def _restore(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(manifest), indent=2))
     else:
         print(f"restored {manifest.events} events (taken {manifest.taken_at}) into "
-              f"{settings.data_dir}; the read models rebuild at the next start")
+              f"{settings.data_dir}; the read models rebuild at the next start"
+              + ("" if manifest.webhooks is None else
+                 f"\n  and the webhook outbox ({manifest.webhooks} subscriptions, resuming "
+                 "after their delivered positions)"))
     return 0
 
 
