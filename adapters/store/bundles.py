@@ -50,6 +50,8 @@ class ImportConflictError(DomainError):
 
 
 class ExportRefusedError(DomainError):
+    """An export from a data directory that holds no store (none is created)."""
+
     code = "export_refused"
 
 

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -39,9 +38,8 @@ from adapters.settings import Settings
 from adapters.store.persistence import (
     DreamPostgresFactory,
     postgres_env,
-    private_sqlite_file,
 )
-from application.store import StoreUnavailableError
+from adapters.store.side_file import SideFile
 from projections.dialect import POSTGRES, SQLITE, Columns, Dialect, ViewCursor
 
 GENERATION = "generation"  # model calls, capped by DREAM_MAX_CONCURRENT_GENERATIONS
@@ -236,51 +234,19 @@ class SlotTable(ABC):
 
 
 class SqliteSlots(SlotTable):
-    """The slot table in its own small SQLite file, one connection per instance."""
+    """The slot table in its own small SQLite file (``SideFile``)."""
 
     def __init__(self, path: Path, caps: Mapping[str, int], lock_timeout: float = 10.0,
                  clock: Clock = time.time) -> None:
         super().__init__(caps, SQLITE_SQL, clock)
         self.path = path
-        self._lock_timeout = lock_timeout
-        self._connection: sqlite3.Connection | None = None
-        self._lock = threading.Lock()  # one transaction at a time on the shared connection
+        self._file = SideFile(path, lock_timeout)
 
-    @contextmanager
-    def _transaction(self) -> Iterator[ViewCursor]:
-        with self._lock, _sqlite_outage():
-            connection = self._connect()
-            connection.execute("BEGIN IMMEDIATE")  # the write lock first: no upgrade deadlock
-            try:
-                yield connection.cursor()
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.rollback()  # also after a failed COMMIT, which leaves it open
-                raise
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._connection is None:
-            connection = sqlite3.connect(private_sqlite_file(self.path), isolation_level=None,
-                                         timeout=self._lock_timeout, check_same_thread=False)
-            connection.row_factory = sqlite3.Row
-            connection.execute("PRAGMA journal_mode=WAL")
-            self._connection = connection
-        return self._connection
+    def _transaction(self) -> AbstractContextManager[ViewCursor]:
+        return self._file.transaction()
 
     def close(self) -> None:
-        with self._lock:
-            connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
-
-
-@contextmanager
-def _sqlite_outage() -> Iterator[None]:
-    """A locked or unreachable SQLite file is an outage, like the event store's."""
-    try:
-        yield
-    except sqlite3.OperationalError as error:
-        raise StoreUnavailableError(str(error)) from error
+        self._file.close()
 
 
 class PostgresSlots(SlotTable):

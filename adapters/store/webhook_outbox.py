@@ -17,7 +17,6 @@ fingerprint); the file and the tables are as private as the store itself.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -32,8 +31,7 @@ from eventsourcing.postgres import PostgresDatastore
 
 from adapters.settings import Settings
 from adapters.store.generation_slots import slots_datastore
-from adapters.store.persistence import private_sqlite_file
-from application.store import StoreUnavailableError
+from adapters.store.side_file import SideFile
 from projections.dialect import POSTGRES, SQLITE, Columns, Dialect, ViewCursor
 
 SECRETS = "dream_webhook_secrets"
@@ -319,50 +317,18 @@ class WebhookOutbox(ABC):
 
 
 class SqliteOutbox(WebhookOutbox):
-    """The outbox in its own small SQLite file, one connection per instance."""
+    """The outbox in its own small SQLite file (``SideFile``)."""
 
     def __init__(self, path: Path, lock_timeout: float = 10.0, clock: Clock = time.time) -> None:
         super().__init__(SQLITE, "", clock)
         self.path = path
-        self._lock_timeout = lock_timeout
-        self._connection: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        self._file = SideFile(path, lock_timeout)
 
-    @contextmanager
-    def _transaction(self) -> Iterator[ViewCursor]:
-        with self._lock, _sqlite_outage():
-            connection = self._connect()
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                yield connection.cursor()
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.rollback()
-                raise
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._connection is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(private_sqlite_file(self.path), isolation_level=None,
-                                         timeout=self._lock_timeout, check_same_thread=False)
-            connection.row_factory = sqlite3.Row
-            connection.execute("PRAGMA journal_mode=WAL")
-            self._connection = connection
-        return self._connection
+    def _transaction(self) -> AbstractContextManager[ViewCursor]:
+        return self._file.transaction()
 
     def close(self) -> None:
-        with self._lock:
-            connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
-
-
-@contextmanager
-def _sqlite_outage() -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.OperationalError as error:
-        raise StoreUnavailableError(str(error)) from error
+        self._file.close()
 
 
 class PostgresOutbox(WebhookOutbox):

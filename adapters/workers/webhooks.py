@@ -31,6 +31,7 @@ from adapters.store.webhook_outbox import (
     DELIVERED,
     FAILED,
     Attempt,
+    OutboxRow,
     WebhookOutbox,
 )
 from application.bootstrap import Dreaming
@@ -199,21 +200,36 @@ class WebhookDelivery:
         return not self.feed().events_after(webhook.scope_id, known.position, 1)
 
     def _deliver(self, key: str, webhook: Webhook) -> bool:
+        """Send the subscription's due events, if this process holds its lease; whether
+        anything changed."""
+        row = self._claim(key, webhook)
+        if row is None:
+            return False
+        events = self.feed().events_after(webhook.scope_id, row.position, self.options.batch)
+        if not events:
+            return False
+        del self._known[key]  # the position moves: the outbox is asked again next pass
+        return self._send(key, webhook, row, events)
+
+    def _claim(self, key: str, webhook: Webhook) -> OutboxRow | None:
+        """The subscription's outbox row, leased to this process, when a delivery is due."""
         outbox, options = self.outbox, self.options
         if self._waits_for_secret(key, webhook) or self._idle(webhook, self._known.get(key)):
-            return False
+            return None
         recheck_at = time.monotonic() + options.lease_seconds / 3
         row = outbox.claim(webhook.id, self.holder, options.lease_seconds)
         if row is None:  # another process delivers this one
             self._known[key] = _Known(False, 0, None, recheck_at)
-            return False
+            return None
         self._known[key] = _Known(True, row.position, row.next_attempt_at, recheck_at)
         if row.next_attempt_at is not None and row.next_attempt_at > self.clock():
-            return False  # backing off
-        events = self.feed().events_after(webhook.scope_id, row.position, options.batch)
-        if not events:
-            return False
-        del self._known[key]  # the position moves: the outbox is asked again next pass
+            return None  # backing off
+        return row
+
+    def _send(self, key: str, webhook: Webhook, row: OutboxRow,
+              events: Sequence[FeedEvent]) -> bool:
+        """Deliver ``events`` in order until one fails (then back off) or all are done."""
+        outbox = self.outbox
         failures = row.failures
         skipped = row.position
         signing: tuple[str, str | None] | None = None  # (fingerprint, its secret)
@@ -245,7 +261,7 @@ class WebhookDelivery:
                 continue
             outbox.record(webhook.id, self.holder, attempt, position=skipped,
                           failures=failures,
-                          next_attempt_at=self.clock() + backoff_seconds(failures, options))
+                          next_attempt_at=self.clock() + backoff_seconds(failures, self.options))
             return True
         if skipped > row.position and failures == 0:
             outbox.skip_to(webhook.id, self.holder, skipped)

@@ -395,6 +395,12 @@ class ImportConflictError(ApiError):
     code = "import_conflict"
 
 
+class ExportRefusedError(ApiError):
+    """An export from a data directory that holds no store."""
+
+    code = "export_refused"
+
+
 class MigrationRefusedError(ApiError):
     """A migration whose source and target are the same store."""
 
