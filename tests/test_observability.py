@@ -176,19 +176,24 @@ def test_one_scrape_counts_every_api_process(tmp_path: Path) -> None:
     serve = Service("serve", Store(tmp_path / "data"), tmp_path / "serve.log",
                     args=["--processes", "2"])
     answered_by: set[str] = set()
+    sent = 0
     try:
         serve.start()
         with httpx.Client(base_url=serve.base_url) as http:
-            for _ in range(40):  # new connections, so both processes answer some
+            # New connections until both processes answered some (the second may still be
+            # starting while the first answers), and at least 40.
+            deadline = time.monotonic() + 60
+            while (len(answered_by) < 2 or sent < 40) and time.monotonic() < deadline:
                 answer = http.get("/v1/scopes/nowhere", headers={"Connection": "close"})
                 answered_by.add(answer.headers["x-dream-process"])
+                sent += 1
             metrics = scrape(serve.base_url)
     finally:
         serve.stop()
         serve.ensure_stopped()
     assert len(answered_by) == 2, "the kernel gave every connection to one process"
     assert sample(metrics, "dream_http_requests_total", route="/v1/scopes/{scope_id}",
-                  status="404") == 40
+                  status="404") == sent
 
 
 # -- logs ---------------------------------------------------------------------------------------
