@@ -22,8 +22,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from adapters.api.problems import STATUS_BY_CODE, status_for
 from adapters.http.app import create_app
-from adapters.http.errors import STATUS_BY_CODE, status_for
 from adapters.http.server import running_server
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming

@@ -12,12 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+import adapters.api.problems as problems
 import adapters.http.errors as http_errors
 import adapters.store.backup
 import adapters.store.bundles
 import adapters.store.local_disk
 import adapters.store.migration  # noqa: F401 - every module declaring codes, imported
-from adapters.http.errors import STATUS_BY_CODE
+from adapters.api.problems import STATUS_BY_CODE
 from domain.errors import DomainError
 from dream_client.errors import ERRORS_BY_CODE, ApiError, error_class, error_from
 
@@ -38,11 +39,16 @@ def _domain_codes() -> set[str]:
 
 
 def _http_codes() -> set[str]:
-    """The codes the HTTP adapter maps to a status or answers itself (``Problem(status, code``)."""
-    source = Path(http_errors.__file__).read_text(encoding="utf-8")
-    answered = re.findall(r'Problem\(\s*[\w.]+\s*,\s*"([a-z_]+)"', source)
-    assert answered, "the pattern no longer finds the adapter's own codes: update this test"
-    return set(STATUS_BY_CODE) | set(answered)
+    """The codes mapped to a status, and those the API and REST answer themselves
+    (``Problem(status, "code"`` or ``error_response(status, "code"``)."""
+    answered: set[str] = set()
+    for module in (problems, http_errors):
+        source = Path(module.__file__ or "").read_text(encoding="utf-8")
+        found = re.findall(r'(?:Problem|error_response)\(\s*[\w.]+\s*,\s*"([a-z_]+)"',
+                           source)
+        assert found, f"the pattern finds no code in {module.__name__}: update this test"
+        answered |= set(found)
+    return set(STATUS_BY_CODE) | answered
 
 
 SERVED_CODES = sorted(_domain_codes() | _http_codes())

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.http.errors import error_response, printable
+from adapters.api.problems import printable
+from adapters.http.errors import error_response
 from adapters.http.limits import MAX_BODY_DEPTH, nesting_exceeds
 from domain.errors import JsonTooDeepError
 from domain.text import MAX_JSON_DEPTH, is_plain_json

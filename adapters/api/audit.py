@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adapters.api.acting import Acting
-from adapters.http.schemas import AuditEventView, AuditView, ImpactedView, ImpactView, TraceView
+from adapters.api.schemas import AuditEventView, AuditView, ImpactedView, ImpactView, TraceView
 from domain.refs import ArtifactRef, check_family
 from projections.provenance import PROVENANCE, guarding_resource
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters.api.acting import Acting, Recorded
-from adapters.http.schemas import (
+from adapters.api.schemas import (
     ApproveCandidate,
     CandidateEvidenceView,
     CandidatePage,
@@ -18,7 +18,7 @@ from adapters.http.schemas import (
     RejectCandidate,
     ReviseCandidate,
 )
-from adapters.http.schemas.vocabulary import EVERY_STATUS
+from adapters.api.schemas.vocabulary import EVERY_STATUS
 from adapters.observability.metrics import REVIEW_DECISIONS
 from adapters.observability.sharing import metrics_recorded
 from adapters.observability.tracing import continued, tracing_on

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adapters.api.acting import Acting
-from adapters.http.schemas import (
+from adapters.api.schemas import (
     AutoDreamStatusView,
     CreateDreamRun,
     DreamRunPage,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from adapters.api import review, runs
 from adapters.api.acting import Acting
-from adapters.http.schemas import ScopeStatusView
+from adapters.api.schemas import ScopeStatusView
 from domain.dream_run import RunStatus
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from adapters.http.schemas import AutoDreamStatusView
+from adapters.api.schemas import AutoDreamStatusView
 from adapters.store.projection_runtime import RunningProjection
 from application.auto_dreaming import Tick
 from application.bootstrap import Dreaming

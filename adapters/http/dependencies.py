@@ -13,8 +13,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
 from adapters.api.acting import Acting, CallerSource, caller_of, caught_up, who_of
+from adapters.api.schemas import ErrorResponse
 from adapters.http.params import plain_parameters
-from adapters.http.schemas import ErrorResponse
 from adapters.store.projection_runtime import RunningProjection
 from application.bootstrap import Dreaming
 from application.credentials import Who

@@ -18,7 +18,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.http.errors import UNPROCESSABLE, error_response
+from adapters.api.problems import UNPROCESSABLE
+from adapters.http.errors import error_response
 from domain.errors import InvalidRequestError, JsonTooDeepError
 from domain.text import MAX_JSON_DEPTH
 

@@ -14,8 +14,8 @@ from fastapi import Query
 from pydantic import BaseModel, Field
 
 from adapters.api.acting import shown
+from adapters.api.schemas import IsoDateTime, Strict
 from adapters.http.dependencies import App, Bearing, v1_router
-from adapters.http.schemas import IsoDateTime, Strict
 from domain.principal import PRINCIPAL_MAX, AccessToken
 
 tokens_router = v1_router("/admin/tokens", tags=["tokens"])

@@ -1,4 +1,4 @@
-"""The tools' arguments: the REST request bodies (``adapters/http/schemas``) with the path and
+"""The tools' arguments: the REST request bodies (``adapters/api/schemas``) with the path and
 query parameters of the same route beside them, so a tool's JSON schema is its route's."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from adapters.http.params import check_plain
-from adapters.http.schemas import (
+from adapters.api.params import check_plain
+from adapters.api.schemas import (
     AddEntry,
     ApproveCandidate,
     CreateDreamRun,
@@ -20,7 +20,7 @@ from adapters.http.schemas import (
     ReviseEntry,
     Strict,
 )
-from adapters.http.schemas.vocabulary import (
+from adapters.api.schemas.vocabulary import (
     DreamOperationName,
     InboxStatusQuery,
     ReviewedFamilyName,

@@ -13,7 +13,8 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.api.acting import caller_of
-from adapters.http.errors import problem_of, problem_response
+from adapters.api.problems import problem_of
+from adapters.http.errors import problem_response
 from application.bootstrap import Dreaming
 from domain.policy import Caller
 

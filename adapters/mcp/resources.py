@@ -11,7 +11,7 @@ from typing import Any
 from mcp_types import Resource, ResourceTemplate, TextResourceContents
 
 from adapters.api import knowledge
-from adapters.http.schemas import KnowledgeItemView
+from adapters.api.schemas import KnowledgeItemView
 from adapters.mcp.deployment import Deployment
 from application.queries import MAX_PAGE
 from domain.errors import ReferenceNotFoundError

@@ -36,7 +36,7 @@ from mcp_types import (
 )
 from starlette.requests import Request
 
-from adapters.http.errors import error_body, problem_of
+from adapters.api.problems import error_body, problem_of
 from adapters.mcp.auth import Identity
 from adapters.mcp.deployment import Deployment
 from adapters.mcp.notifications import KnowledgeWatch

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ValidationError
 
 from adapters.api import audit, knowledge, records, review, runs, scopes
 from adapters.api.acting import Acting
-from adapters.http.errors import Problem, error_body, problem_of, shape_problem
-from adapters.http.schemas import (
+from adapters.api.problems import Problem, error_body, problem_of, shape_problem
+from adapters.api.schemas import (
     CandidatePage,
     CandidateView,
     DreamRunPage,

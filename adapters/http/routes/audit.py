@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from adapters.api import audit as audits
+from adapters.api.schemas import AuditView, ImpactView, TraceView
+from adapters.api.schemas.vocabulary import NodeKindQuery
 from adapters.http.dependencies import After, Calling, reading
-from adapters.http.schemas import AuditView, ImpactView, TraceView
-from adapters.http.schemas.vocabulary import NodeKindQuery
 from projections.provenance import PROVENANCE
 
 router = APIRouter()

@@ -23,8 +23,8 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
+from adapters.api.problems import STORE_OUTAGES
 from adapters.http.dependencies import App, Bearing, read_view, reading
-from adapters.http.errors import STORE_OUTAGES
 from adapters.store.projection_runtime import ProjectionStoppedError, ProjectionUnavailableError
 from domain.errors import InvalidRequestError
 from projections.event_feed import DEFAULT_LIMIT, EVENT_FEED, EventFeedView, FeedEvent

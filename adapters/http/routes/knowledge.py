@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from adapters.api import knowledge
+from adapters.api.schemas import KnowledgePage, SkillPackageView
+from adapters.api.schemas.vocabulary import ReviewedFamilyName
 from adapters.http.dependencies import After, Calling, reading
-from adapters.http.schemas import KnowledgePage, SkillPackageView
-from adapters.http.schemas.vocabulary import ReviewedFamilyName
 from projections.knowledge import KNOWLEDGE
 
 router = APIRouter()

@@ -7,9 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from adapters.api.acting import caught_up
-from adapters.http.dependencies import After, App, Bearing
-from adapters.http.routes.ops import projection_health
-from adapters.http.schemas.ops import (
+from adapters.api.schemas.ops import (
     DueScopeView,
     LatencyBucket,
     ModelCallsView,
@@ -21,6 +19,8 @@ from adapters.http.schemas.ops import (
     SlotUse,
     WorkerHealth,
 )
+from adapters.http.dependencies import After, App, Bearing
+from adapters.http.routes.ops import projection_health
 from adapters.observability.readings import model_calls
 from adapters.store.projection_runtime import RunningProjection
 from adapters.workers.pool import WorkerPool

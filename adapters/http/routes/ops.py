@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
+from adapters.api.schemas import Health, ProjectionHealth, WorkerHealth
 from adapters.http.dependencies import App
 from adapters.http.metrics import prometheus_text
-from adapters.http.schemas import Health, ProjectionHealth, WorkerHealth
 from adapters.observability.metrics import exposition
 from adapters.store.projection_runtime import RunningProjection
 from application.bootstrap import Dreaming

@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from adapters.api import records, scopes
-from adapters.http.dependencies import After, Calling, reading
-from adapters.http.schemas import (
+from adapters.api.schemas import (
     AddEntry,
     ChangeSettings,
     CreateArtifact,
@@ -29,6 +28,7 @@ from adapters.http.schemas import (
     ScopeView,
     SourceView,
 )
+from adapters.http.dependencies import After, Calling, reading
 from domain.refs import ArtifactFamily
 from projections.auto_records import AUTO_RECORDS
 from projections.review_inbox import REVIEW_INBOX

@@ -7,8 +7,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Response
 
 from adapters.api import review
-from adapters.http.dependencies import After, Calling, reading
-from adapters.http.schemas import (
+from adapters.api.schemas import (
     ApproveCandidate,
     CandidateEvidenceView,
     CandidatePage,
@@ -17,7 +16,8 @@ from adapters.http.schemas import (
     RejectCandidate,
     ReviseCandidate,
 )
-from adapters.http.schemas.vocabulary import InboxStatusQuery, ReviewedFamilyName
+from adapters.api.schemas.vocabulary import InboxStatusQuery, ReviewedFamilyName
+from adapters.http.dependencies import After, Calling, reading
 from projections.review_inbox import REVIEW_INBOX
 
 router = APIRouter()

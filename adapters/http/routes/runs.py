@@ -7,15 +7,15 @@ from urllib.parse import quote
 from fastapi import APIRouter, Response
 
 from adapters.api import runs
-from adapters.http.dependencies import After, Calling, answered, reading
-from adapters.http.schemas import (
+from adapters.api.schemas import (
     AutoDreamStatusView,
     CreateDreamRun,
     DreamRunPage,
     DreamRunView,
     ErrorResponse,
 )
-from adapters.http.schemas.vocabulary import DreamOperationName, RunStatusName
+from adapters.api.schemas.vocabulary import DreamOperationName, RunStatusName
+from adapters.http.dependencies import After, Calling, answered, reading
 from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS
 

@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 from fastapi import Query, Request
 from pydantic import BaseModel, Field
 
+from adapters.api.schemas.common import Strict
 from adapters.http.dependencies import App, Bearing, v1_router
-from adapters.http.schemas.common import Strict
 from adapters.store.webhook_outbox import Attempt, WebhookOutbox
 from application.store import Written
 from domain.webhook import MAX_EVENT_TYPES, Webhook

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from adapters.http.schemas.common import (
+from adapters.api.schemas.common import (
     ArtifactRefBody,
     IsoDateTime,
     LineageBody,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from adapters.http.schemas.vocabulary import ResourceKindName
+from adapters.api.schemas.vocabulary import ResourceKindName
 from domain.errors import DomainError
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef, check_family
 

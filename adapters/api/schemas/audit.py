@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from adapters.http.schemas.vocabulary import NodeKindName
+from adapters.api.schemas.vocabulary import NodeKindName
 
 
 class AuditEventView(BaseModel):

@@ -4,14 +4,14 @@ Types and shapes only: the domain owns every rule and limit, so a rule violation
 its own stable code rather than a generic validation error.
 """
 
-from adapters.http.schemas.audit import (
+from adapters.api.schemas.audit import (
     AuditEventView,
     AuditView,
     ImpactedView,
     ImpactView,
     TraceView,
 )
-from adapters.http.schemas.common import (
+from adapters.api.schemas.common import (
     ArtifactRefBody,
     ErrorBody,
     ErrorResponse,
@@ -23,9 +23,9 @@ from adapters.http.schemas.common import (
     Strict,
     Written,
 )
-from adapters.http.schemas.knowledge import KnowledgeItemView, KnowledgePage, SkillPackageView
-from adapters.http.schemas.ops import Health, ProjectionHealth, WorkerHealth
-from adapters.http.schemas.records import (
+from adapters.api.schemas.knowledge import KnowledgeItemView, KnowledgePage, SkillPackageView
+from adapters.api.schemas.ops import Health, ProjectionHealth, WorkerHealth
+from adapters.api.schemas.records import (
     AddEntry,
     ChangeSettings,
     CreateArtifact,
@@ -47,7 +47,7 @@ from adapters.http.schemas.records import (
     ScopeView,
     SourceView,
 )
-from adapters.http.schemas.review import (
+from adapters.api.schemas.review import (
     ApproveCandidate,
     CandidateConflictView,
     CandidateEvidenceView,
@@ -61,7 +61,7 @@ from adapters.http.schemas.review import (
     ReviewedEvidenceView,
     ReviseCandidate,
 )
-from adapters.http.schemas.runs import (
+from adapters.api.schemas.runs import (
     AutoDreamStatusView,
     CandidateRef,
     CreateDreamRun,

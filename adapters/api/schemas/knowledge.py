@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from adapters.http.schemas.common import ArtifactRefBody, LineageBody
+from adapters.api.schemas.common import ArtifactRefBody, LineageBody
 from projections.knowledge import KnowledgeItem
 
 

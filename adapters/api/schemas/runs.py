@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from adapters.http.schemas.common import (
+from adapters.api.schemas.common import (
     ArtifactRefBody,
     MemoryCitationBody,
     SourceRefBody,
@@ -15,7 +15,7 @@ from adapters.http.schemas.common import (
     ref_body,
     to_domain_items,
 )
-from adapters.http.schemas.vocabulary import (
+from adapters.api.schemas.vocabulary import (
     AutoGateName,
     RunOutcomeName,
     RunStatusName,

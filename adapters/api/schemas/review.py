@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from adapters.http.schemas.common import (
+from adapters.api.schemas.common import (
     ArtifactRefBody,
     ErrorBody,
     MemoryCitationBody,
@@ -17,7 +17,7 @@ from adapters.http.schemas.common import (
     ref_body,
     to_domain_items,
 )
-from adapters.http.schemas.vocabulary import CandidateStatusName
+from adapters.api.schemas.vocabulary import CandidateStatusName
 from application.review import EvidenceView, Reviewed, Revision
 from domain.refs import ArtifactRef, Lineage
 from projections.review_inbox import CandidateSummary
