@@ -12,12 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-import adapters.api.problems as problems
 import adapters.http.errors as http_errors
 import adapters.store.backup
 import adapters.store.bundles
 import adapters.store.local_disk
 import adapters.store.migration  # noqa: F401 - every module declaring codes, imported
+from adapters.api import problems
 from adapters.api.problems import STATUS_BY_CODE
 from domain.errors import DomainError
 from dream_client.errors import ERRORS_BY_CODE, ApiError, error_class, error_from
