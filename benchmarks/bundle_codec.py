@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from adapters.store.bundles import FRAME, Event, Record
-from benchmarks.core import benchmark_parser, say_unless_json
+from benchmarks.core import benchmark_parser, publish, say_unless_json
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "bundle_codec.json"
 FULL_EVENTS, QUICK_EVENTS = 1_000_000, 20_000
@@ -138,10 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure(QUICK_EVENTS if args.quick else FULL_EVENTS,
                    QUICK_ROUNDS if args.quick else FULL_ROUNDS, say_unless_json(args))
     result = {"benchmark": "benchmarks.bundle_codec", "quick": args.quick, "rows": rows}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2) if args.json else table(rows))
-    return 0
+    return publish(args, result, table(rows))
 
 
 if __name__ == "__main__":

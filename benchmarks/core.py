@@ -369,6 +369,14 @@ def benchmark_parser(suite: str, description: str | None,
     return parser
 
 
+def publish(args: argparse.Namespace, result: dict[str, Any], table_text: str) -> int:
+    """Write a suite's result as JSON to ``--output`` and print it (``--json``) or its table."""
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2) if args.json else table_text)
+    return 0
+
+
 def say_unless_json(args: argparse.Namespace) -> Callable[[str], None]:
     """Progress on stderr, silent with ``--json``."""
     def say(text: str) -> None:

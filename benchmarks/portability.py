@@ -25,7 +25,6 @@ With ``--rounds`` above 1, each export and import is repeated and the medians ar
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
@@ -42,7 +41,7 @@ from adapters.settings import Settings
 from adapters.store.bundles import Encoding, export, import_bundle
 from adapters.store.persistence import open_dreaming, open_store
 from application.store import stamp_acted_by
-from benchmarks.core import benchmark_parser, report_header, say_unless_json
+from benchmarks.core import benchmark_parser, publish, report_header, say_unless_json
 from devkit.throwaway_postgres import throwaway_postgres
 from domain.policy import LOCAL
 from domain.source import Source
@@ -228,10 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {**report_header("portability", args, {s: s for s in args.stores},
                               versions[0] if versions else None),
               "events": count, "rounds": rounds, "rows": rows}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2) if args.json else table(rows))
-    return 0
+    return publish(args, result, table(rows))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from adapters.store.persistence import open_dreaming
 from adapters.store.projection_runtime import start_projection
 from adapters.store.webhook_outbox import webhook_outbox
 from adapters.workers.webhooks import DeliveryOptions, WebhookDelivery
-from benchmarks.core import STORES, benchmark_parser, p95, report_header, say_unless_json
+from benchmarks.core import STORES, benchmark_parser, p95, publish, report_header, say_unless_json
 from domain.policy import LOCAL
 from projections.event_feed import EVENT_FEED
 
@@ -117,10 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {**report_header("webhooks", args, {s: s for s in args.stores},
                               versions[0] if versions else None),
               "pace_seconds": PACE_SECONDS, "rows": rows}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2) if args.json else table(rows))
-    return 0
+    return publish(args, result, table(rows))
 
 
 if __name__ == "__main__":

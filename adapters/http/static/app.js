@@ -9,7 +9,7 @@
   const PAGE_SIZE = 50;
   const MAX_REASON = 2000;
 
-  const { ApiFailure, el, clear, show, showError, hideError } = window.DreamPage;
+  const { ApiFailure, el, clear, show, showError, hideError , formatAge } = window.DreamPage;
   const state = { token: "", scope: "", cursor: null, selected: null, version: null,
                   detailSeq: 0 };
 
@@ -43,14 +43,6 @@
 
   function citationRef(c) {
     return `${artifactRef(c.memory_ref)} entry ${c.entry_id} (version ${c.entry_version_id})`;
-  }
-
-  function formatAge(seconds) {
-    const s = Math.max(0, Math.floor(seconds));
-    if (s < 60) return `${s}s`;
-    if (s < 3600) return `${Math.floor(s / 60)}m`;
-    if (s < 86400) return `${Math.floor(s / 3600)}h`;
-    return `${Math.floor(s / 86400)}d`;
   }
 
   function fillList(list, items, render, empty) {

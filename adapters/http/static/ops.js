@@ -13,7 +13,7 @@
   const LABEL = 170;
   const VALUE = 110;
 
-  const { ApiFailure, el, clear, show, showError } = window.DreamPage;
+  const { ApiFailure, el, clear, show, showError , formatAge } = window.DreamPage;
   const clearError = window.DreamPage.hideError;
   const state = { token: "", timer: null, seq: 0, watching: false };
 
@@ -24,14 +24,6 @@
     for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, String(value));
     if (content !== undefined) node.textContent = String(content);
     return node;
-  }
-
-  function formatAge(seconds) {
-    const s = Math.max(0, Math.floor(seconds));
-    if (s < 60) return `${s}s`;
-    if (s < 3600) return `${Math.floor(s / 60)}m`;
-    if (s < 86400) return `${Math.floor(s / 3600)}h`;
-    return `${Math.floor(s / 86400)}d`;
   }
 
   function seconds(value) {

@@ -34,6 +34,15 @@ window.DreamPage = (function () {
     el("error-message").textContent = "";
   }
 
+  // An age in its largest whole unit: 42s, 5m, 3h, 2d.
+  function formatAge(seconds) {
+    const s = Math.max(0, Math.floor(seconds));
+    if (s < 60) return `${s}s`;
+    if (s < 3600) return `${Math.floor(s / 60)}m`;
+    if (s < 86400) return `${Math.floor(s / 3600)}h`;
+    return `${Math.floor(s / 86400)}d`;
+  }
+
   // The answer's JSON, or an ApiFailure. Never sends cookies or a referrer; never cached.
   async function api(token, method, path, body) {
     const headers = { Accept: "application/json", Authorization: `Bearer ${token}` };
@@ -64,5 +73,5 @@ window.DreamPage = (function () {
     return payload;
   }
 
-  return Object.freeze({ ApiFailure, el, clear, show, showError, hideError, api });
+  return Object.freeze({ ApiFailure, el, clear, show, showError, hideError, formatAge, api });
 })();
