@@ -54,12 +54,6 @@ def inbox(acting: Acting, scope_id: str, status: str, family: str | None, cursor
                          next_cursor=next_cursor)
 
 
-def pending_count(acting: Acting, scope_id: str) -> int:
-    """How many Candidates of the scope await review (the caller may read the scope)."""
-    acting.app.records.get_scope(acting.caller(), scope_id)
-    return acting.view(REVIEW_INBOX)().count(scope_id)
-
-
 def get_candidate(acting: Acting, scope_id: str, candidate_id: str) -> CandidateView:
     reviewed = acting.app.review.get_candidate(acting.caller(), scope_id, candidate_id)
     return CandidateView.of(reviewed, acting.app.store.position_of(reviewed.candidate))

@@ -34,12 +34,6 @@ def list_runs(acting: Acting, scope_id: str, status: str | None, operation: str 
                         next_cursor=next_cursor)
 
 
-def count_runs(acting: Acting, scope_id: str, status: str) -> int:
-    """How many of the scope's runs have ``status`` (the caller may read the scope)."""
-    acting.app.records.get_scope(acting.caller(), scope_id)
-    return acting.view(RUNS)().count_runs(scope_id, status)
-
-
 def get_run(acting: Acting, scope_id: str, run_id: str) -> DreamRunView:
     app = acting.app
     run = app.runs.get_dream(acting.who(), scope_id, run_id)
