@@ -441,6 +441,7 @@ def test_an_api_command_refuses_bad_input_and_records_nothing(
     pytest.param("http://127.0.0.1:port", "invalid_request", id="a port that is not a number"),
     pytest.param("not a url", "connection_failed", id="not a url"),
 ])
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)  # the URL fails before any store
 def test_an_api_command_refuses_a_bad_url(
         served: Callable[..., subprocess.CompletedProcess[str]], live_api: LiveApi,
         url: str, code: str) -> None:

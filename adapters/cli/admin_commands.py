@@ -5,20 +5,29 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.cli.options import Commands, add_store_options, settings_from
-from adapters.store.persistence import open_dreaming
 from domain.access import Role
 from domain.errors import InvalidExpiryError
 from domain.policy import LOCAL
 from domain.principal import AccessToken
 
+if TYPE_CHECKING:
+    from application.bootstrap import Dreaming
+
+
+def _open(args: argparse.Namespace) -> Dreaming:
+    # Imported here: the other commands (API clients, completion) start without the store.
+    from adapters.store.persistence import open_dreaming  # noqa: PLC0415
+
+    return open_dreaming(settings_from(args))
+
 
 def _token_create(args: argparse.Namespace) -> int:
     """Operators with direct store access issue tokens as the local administrator."""
     expires_at = _expires_at(args.expires_at)
-    app = open_dreaming(settings_from(args))
+    app = _open(args)
     try:
         if args.scope:
             app.records.get_scope(LOCAL, args.scope)  # refuse before writing anything
@@ -65,7 +74,7 @@ def _token_state(record: dict[str, Any]) -> str:
 
 
 def _token_list(args: argparse.Namespace) -> int:
-    app = open_dreaming(settings_from(args))
+    app = _open(args)
     try:
         records = [_token_record(token, app.clock())
                    for token in app.access.list_tokens(LOCAL, args.principal)]
@@ -82,7 +91,7 @@ def _token_list(args: argparse.Namespace) -> int:
 
 
 def _token_revoke(args: argparse.Namespace) -> int:
-    app = open_dreaming(settings_from(args))
+    app = _open(args)
     try:
         written = app.access.revoke_token_by_id(LOCAL, args.token_id, reason=args.reason)
         record = _token_record(written.value, app.clock())

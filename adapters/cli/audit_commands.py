@@ -16,7 +16,6 @@ from adapters.cli.options import (
     settings_from,
 )
 from adapters.cli.terminal import ProgressBar, render_trace
-from adapters.store.replay_verification import verify
 from application.audit import AUDITABLE
 from domain.errors import InvalidRequestError
 from domain.refs import ArtifactRef, check_family
@@ -28,6 +27,8 @@ def _audit_replay(args: argparse.Namespace) -> int:
     """Rebuild every read model into scratch and compare; exit 1 on any difference."""
     specs = [read_model(name) for name in args.projection] if args.projection else READ_MODELS
     bar = None if args.json else ProgressBar(sys.stderr)
+    from adapters.store.replay_verification import verify  # noqa: PLC0415 - this command only
+
     report = verify(settings_from(args), specs, None if bar is None else bar.update)
     if bar is not None:
         bar.finish()

@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.cli.options import Commands, add_store_options, settings_from
 from adapters.cli.stopping import stop_on_signals
@@ -24,7 +24,9 @@ from adapters.observability.logs import configure_logging
 from adapters.observability.sharing import share_metrics
 from adapters.observability.tracing import configure_tracing
 from adapters.settings import Settings
-from adapters.store.persistence import open_dreaming
+
+if TYPE_CHECKING:
+    from application.bootstrap import Dreaming
 
 MAX_PROCESSES = 64
 STACKS_HELP = "kill -USR1 <pid> prints every thread's stack to stderr and the process goes on."
@@ -54,6 +56,13 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"\nStored in {where}.")
         print(next_steps(settings, report["scope_id"]))
     return 0
+
+
+def open_dreaming(settings: Settings) -> Dreaming:
+    # Imported when a command opens the store: `dream` itself starts without the store's code.
+    from adapters.store.persistence import open_dreaming as opened  # noqa: PLC0415
+
+    return opened(settings)
 
 
 def next_steps(settings: Settings, scope_id: str) -> str:
