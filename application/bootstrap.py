@@ -15,6 +15,7 @@ from application.access import Principals, ScopeGate
 from application.audit import Audit
 from application.auto_dreaming import AutoDreaming
 from application.dream_runs import DreamRuns
+from application.erasure import Erasures
 from application.execution import DEFAULT_LEASE_SECONDS, DreamExecutor
 from application.generation import GeneratorLookup
 from application.ports import Clock, TraceContext, no_trace_context, system_clock
@@ -31,8 +32,9 @@ class Dreaming:
 
     def __init__(self, env: EnvType | None = None, clock: Clock = system_clock,
                  enforce_access: bool = True, dream_enabled: bool = True,
-                 trace_context: TraceContext = no_trace_context) -> None:
-        self.store = EventStore(env)
+                 trace_context: TraceContext = no_trace_context,
+                 store: EventStore | None = None) -> None:
+        self.store = store if store is not None else EventStore(env)
         self.policy = AccessPolicy(enforced=enforce_access)
         self.clock = clock
         self.gate = gate = ScopeGate(self.store, self.policy)
@@ -44,6 +46,7 @@ class Dreaming:
         self.queries = ReadModelQueries(gate)
         self.auto = AutoDreaming(gate, self.runs, clock)
         self.webhooks = Webhooks(gate, clock)
+        self.erasures = Erasures(gate, self.records)
 
     @property
     def enforce_access(self) -> bool:

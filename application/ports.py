@@ -10,6 +10,8 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
+from domain.erasure import KeyRecord
+
 Clock = Callable[[], datetime]
 # The caller's trace context as a W3C ``traceparent``, or None (tracing off): stored with an
 # admitted run, so the process that executes it continues the trace.
@@ -92,3 +94,23 @@ class _Unobserved:
 
 
 UNOBSERVED: ExecutionObserver = _Unobserved()
+
+
+class Keyring(Protocol):
+    """The store's data keys, one per record whose free text is sealed (ADR-0030)."""
+
+    def tag(self, record: KeyRecord, subject: str) -> None:
+        """Keep a data subject (its digest) with the record's key when the key is made."""
+
+    def of_subject(self, scope_id: str, subject: str) -> list[KeyRecord]:
+        """The records kept for a subject (a digest) whose keys still exist."""
+
+    def exists(self, key_id: UUID) -> bool: ...
+
+    def forget(self, key_ids: Sequence[UUID]) -> None:
+        """Drop keys an erasure destroyed from this process's memory."""
+
+
+class Scrubber(Protocol):
+    def scrub(self) -> dict[str, object]:
+        """Leave no destroyed key's bytes in the store's files, as far as the store allows."""

@@ -22,10 +22,12 @@ from domain.access import Action, Resource
 from domain.artifact import Artifact, ArtifactRevision, EntryStatus, EntryVersion
 from domain.canonical import digest
 from domain.content import validate_content
+from domain.erasure import KeyRecord, subject_digest
 from domain.errors import (
     ArtifactExistsError,
     ArtifactNotFoundError,
     InvalidMemoryCitationError,
+    InvalidRequestError,
     MemoryEntryInactiveError,
     ReferenceNotFoundError,
     RevisionNotFoundError,
@@ -134,16 +136,20 @@ class Records:
                       text: str | None = None, payload: Mapping[str, Any] | None = None,
                       eligibility: str = Eligibility.ELIGIBLE, attempt_id: str | None = None,
                       occurred_at: datetime | None = None,
-                      sub_agent: bool = False) -> Written[Source]:
+                      sub_agent: bool = False, subject: str | None = None) -> Written[Source]:
         """Record a Source; recording the identical Source again is an idempotent no-op.
         A sub-agent's Source is recorded like any other but never counted by automatic
-        dreaming."""
+        dreaming. ``subject`` names the data subject it is about, so that erasing the
+        subject erases it (domain.erasure)."""
         scope = self.gate.scope_for(caller, scope_id, Action.CONTRIBUTE)
         source = Source.record(scope.scope_id, source_type, source_id, text=text,
                                payload=payload, eligibility=eligibility, attempt_id=attempt_id,
                                occurred_at=occurred_at, sub_agent=sub_agent)
+        if subject is not None:
+            self._tag(KeyRecord.of(source.id), scope.scope_id, subject)
         if self.store.exists(source.id):
             existing = self._source(scope_id, source_type, source_id)
+            existing.check_not_erased()
             if existing.content_hash != source.content_hash or existing.withdrawn:
                 raise SourceConflictError(
                     f"source {source_type}/{source_id} exists with other content",
@@ -232,6 +238,12 @@ class Records:
         self.gate.scope_for(caller, scope_id, Action.READ, Resource.artifact(family, artifact_id))
         return self._artifact(scope_id, family, artifact_id)
 
+    def _tag(self, record: KeyRecord, scope_id: str, subject: str) -> None:
+        if self.store.keyring is None:
+            raise InvalidRequestError("this store does not seal records, so it keeps no "
+                                      "subject", field="subject")
+        self.store.keyring.tag(record, subject_digest(scope_id, subject))
+
     def _artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
         aggregate_id = artifact_aggregate_id(check_scope_id(scope_id), check_family(family),
                                              artifact_id)
@@ -249,11 +261,16 @@ class Records:
     def add_entry(self, caller: Caller, scope_id: str, memory_id: str, entry_id: str,
                   kind: str, text: str, sources: Sequence[SourceRef] = (),
                   artifacts: Sequence[ArtifactRef] = (),
-                  expected_revision: int | None = None) -> Written[EntryWritten]:
+                  expected_revision: int | None = None,
+                  subject: str | None = None) -> Written[EntryWritten]:
+        """Add an entry; ``subject`` names the data subject its text is about (every version
+        of the entry is erased with the subject)."""
         memory = self._contributing_to(caller, scope_id, memory_id)
         read = self._check_lineage(caller, memory.scope_id,
                                    Lineage(tuple(sources), tuple(artifacts)))
         entry = memory.add_entry(entry_id, kind, text, sources, artifacts, expected_revision)
+        if subject is not None:
+            self._tag(KeyRecord.of(memory.id, entry_id), memory.scope_id, subject)
         return Written(EntryWritten(memory.head_ref, entry),
                        self.store.commit(memory, read=read, acted_by=caller))
 

@@ -17,15 +17,17 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate, AggregateEvent
 from eventsourcing.persistence import (
+    InfrastructureFactory,
     IntegrityError,
     InterfaceError,
     JSONTranscoder,
+    Mapper,
     OperationalError,
     StoredEvent,
 )
 from eventsourcing.utils import EnvType
 
-from application.ports import ReadSetChangedError, ReadSetRecorder
+from application.ports import Keyring, ReadSetChangedError, ReadSetRecorder
 from application.transcodings import register_reference_transcodings
 from domain.artifact import Artifact
 from domain.dream_queue import DreamQueue
@@ -110,8 +112,14 @@ class EventStore(Application[UUID]):
     name = "Dreaming"  # the stored application name: table names derive from it
     # Memories and queues live as long as their scope: snapshots keep loading them cheap.
     snapshotting_intervals = {Artifact: 50, DreamQueue: 20}
+    keyring: Keyring | None = None  # the data keys, where the store seals (ADR-0030)
 
-    def __init__(self, env: EnvType | None = None) -> None:
+    def __init__(self, env: EnvType | None = None,
+                 mapper_of: Callable[[Mapper[UUID], InfrastructureFactory[Any]], Mapper[UUID]]
+                 | None = None) -> None:
+        # The store adapter's mapper (it seals personal fields: ADR-0030), made from the
+        # library's before the recorder exists.
+        self._mapper_of = mapper_of
         super().__init__(env)
         if not isinstance(self.recorder, ReadSetRecorder):
             msg = (f"{type(self.recorder).__name__} cannot check read sets; configure the "
@@ -123,6 +131,10 @@ class EventStore(Application[UUID]):
         # skip the snapshot store's query, a round trip each (see ``_rebuild``).
         self._unsnapshotted: set[UUID] = set()
         self._positions = LoadedPositions()
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        mapper = super().construct_mapper()
+        return mapper if self._mapper_of is None else self._mapper_of(mapper, self.factory)
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
@@ -224,18 +236,20 @@ class EventStore(Application[UUID]):
         self._unsnapshotted.add(aggregate_id)
 
     def commit(self, *changed: Aggregate, read: Iterable[Aggregate] = (),
-               acted_by: Caller | None = None) -> int | None:
+               acted_by: Caller | None = None, erase_keys: Sequence[UUID] = ()) -> int | None:
         """Save ``changed`` in one transaction, failing if any aggregate in ``read`` moved.
 
         Each new event is stamped with who acted (``acted_by``: audit metadata, never read by
         an event handler; ``None`` is the service itself, a worker finishing a run, say).
+        ``erase_keys``: data keys destroyed in the same transaction (an erasure's).
         """
         stamp_acted_by(changed, acted_by)
         changed_ids = {aggregate.id for aggregate in changed}
         read_set = {a.id: a.version for a in read if a.id not in changed_ids}
         try:
             with store_call():
-                recordings = self.save(*changed, read_set=read_set)
+                recordings = self.save(*changed, read_set=read_set,
+                                       **({"erase_keys": erase_keys} if erase_keys else {}))
         except ReadSetChangedError as error:
             raise WriteConflictError(
                 "an aggregate this command read changed before it committed",
@@ -247,6 +261,13 @@ class EventStore(Application[UUID]):
                 "another writer changed the same aggregate first; nothing was stored"
             ) from None
         return recordings[-1].notification.id if recordings else None
+
+    def scrub(self) -> dict[str, object]:
+        """After an erasure: overwrite what the store's files may still hold of the keys it
+        destroyed, as far as the store allows (the recorder says what it did)."""
+        scrub = getattr(self.recorder, "scrub", None)
+        with store_call():
+            return {} if scrub is None else dict(scrub())
 
     def writers_turn(self, key: str) -> AbstractContextManager[object]:
         """Wait for the turn of the store's writers of ``key`` in other processes (where the

@@ -8,7 +8,7 @@ Artifacts are snapshotted: ``class_version`` 2 marks snapshots whose family is r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 from uuid import UUID
@@ -22,10 +22,12 @@ from domain.content import (
     entry_version_id,
     validate_content,
 )
+from domain.erasure import ERASED_TEXT
 from domain.errors import (
     ArtifactConflictError,
     InvalidArtifactFamilyError,
     MemoryEntryActiveError,
+    MemoryEntryErasedError,
     MemoryEntryExistsError,
     MemoryEntryInactiveError,
     MemoryEntryNotFoundError,
@@ -49,6 +51,7 @@ from domain.text import check_identifier, check_scope_id, check_text
 class EntryStatus(StrEnum):
     ACTIVE = "active"
     INACTIVE = "inactive"
+    ERASED = "erased"  # every version's text is gone with its key (domain.erasure)
 
 
 # Aliases (typed ``str`` as before) for the edges that still import the bare names; use
@@ -138,6 +141,11 @@ class Artifact(Aggregate):
     class EntryReactivated(Aggregate.Event):
         revision: int
         entry_id: str
+
+    class EntryErased(Aggregate.Event):
+        revision: int
+        entry_id: str
+        erasure_id: str
 
     @staticmethod
     def create_id(scope_id: str, family: str, artifact_id: str) -> UUID:
@@ -247,7 +255,12 @@ class Artifact(Aggregate):
                 f"memory {self.artifact_id} has no entry {entry_id!r}", entry_id=entry_id
             )
 
+    def check_entry_not_erased(self, entry_id: str) -> None:
+        if self.entry_status(entry_id) == EntryStatus.ERASED:
+            raise MemoryEntryErasedError(f"entry {entry_id!r} was erased", entry_id=entry_id)
+
     def check_entry_active(self, entry_id: str) -> None:
+        self.check_entry_not_erased(entry_id)
         if self.entry_status(entry_id) != EntryStatus.ACTIVE:
             raise MemoryEntryInactiveError(
                 f"entry {entry_id!r} is inactive", entry_id=entry_id
@@ -359,6 +372,7 @@ class Artifact(Aggregate):
     def reactivate_entry(self, entry_id: str, expected_revision: int | None = None) -> None:
         self.check_family(ArtifactFamily.MEMORY)
         self.check_expected_revision(expected_revision)
+        self.check_entry_not_erased(entry_id)
         if self.entry_status(entry_id) == EntryStatus.ACTIVE:
             raise MemoryEntryActiveError(f"entry {entry_id!r} is already active",
                                          entry_id=entry_id)
@@ -369,6 +383,21 @@ class Artifact(Aggregate):
         current = self.entry_versions[entry_id][-1]
         self._log_entry_change(revision, entry_id, current.entry_version_id, EntryStatus.ACTIVE,
                                "entry_reactivated")
+
+    def erase_entry(self, entry_id: str, erasure_id: str) -> None:
+        """Every version's text reads as erased from now on; ids and hashes stay."""
+        self.check_family(ArtifactFamily.MEMORY)
+        self.check_entry_not_erased(entry_id)
+        self._entry_erased(revision=self.head_revision + 1, entry_id=entry_id,
+                           erasure_id=erasure_id)
+
+    @event(EntryErased)
+    def _entry_erased(self, revision: int, entry_id: str, erasure_id: str) -> None:
+        versions = self.entry_versions[entry_id]
+        self.entry_versions[entry_id] = [replace(version, text=ERASED_TEXT)
+                                         for version in versions]
+        self._log_entry_change(revision, entry_id, versions[-1].entry_version_id,
+                               EntryStatus.ERASED, "entry_erased")
 
     def _log_entry_change(self, revision: int, entry_id: str, version_id: str,
                           status: EntryStatus, change: str) -> None:

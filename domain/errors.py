@@ -104,6 +104,38 @@ class SourceWithdrawnError(DomainError):
     code = "source_withdrawn"
 
 
+class SourceErasedError(DomainError):
+    code = "source_erased"
+
+
+class MemoryEntryErasedError(DomainError):
+    code = "memory_entry_erased"
+
+
+class SubjectNotFoundError(DomainError):
+    code = "subject_not_found"
+
+
+class AlreadyErasedError(DomainError):
+    code = "already_erased"
+
+
+class RecordNotSealedError(DomainError):
+    code = "record_not_sealed"
+
+
+class EvidenceErasedError(DomainError):
+    code = "evidence_erased"
+
+
+class SubjectConflictError(DomainError):
+    code = "subject_conflict"
+
+
+class ErasureNotFoundError(DomainError):
+    code = "erasure_not_found"
+
+
 class ReferenceNotFoundError(DomainError):
     code = "reference_not_found"
 

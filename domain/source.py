@@ -11,7 +11,12 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from domain.canonical import canonical_json, digest
-from domain.errors import InvalidContentError, InvalidRequestError, SourceWithdrawnError
+from domain.errors import (
+    InvalidContentError,
+    InvalidRequestError,
+    SourceErasedError,
+    SourceWithdrawnError,
+)
 from domain.ids import source_aggregate_id
 from domain.refs import SourceRef
 from domain.text import check_identifier, check_scope_id, check_text, is_plain_json
@@ -86,6 +91,11 @@ class Source(Aggregate):
     class Withdrawn(Aggregate.Event):
         reason: str
 
+    class Erased(Aggregate.Event):
+        """Its key was destroyed in this event's transaction: its text can never be read."""
+
+        erasure_id: str
+
     @staticmethod
     def create_id(scope_id: str, source_type: str, source_id: str) -> UUID:
         return source_aggregate_id(scope_id, source_type, source_id)
@@ -131,6 +141,7 @@ class Source(Aggregate):
         self.occurred_at = occurred_at
         self.sub_agent = sub_agent
         self.withdrawn = False
+        self.erased = False
 
     @property
     def ref(self) -> SourceRef:
@@ -168,7 +179,24 @@ class Source(Aggregate):
         self.text = None
         self.payload = None
 
+    def erase(self, erasure_id: str) -> None:
+        self.check_not_erased()
+        self._erased(erasure_id=erasure_id)
+
+    @event(Erased)
+    def _erased(self, erasure_id: str) -> None:
+        self.erased = True
+        self.erasure_id = erasure_id
+        self.text = None
+        self.payload = None
+
+    def check_not_erased(self) -> None:
+        if self.erased:
+            raise SourceErasedError("the Source was erased", source_type=self.source_type,
+                                    source_id=self.source_id)
+
     def check_not_withdrawn(self) -> None:
+        self.check_not_erased()
         if self.withdrawn:
             raise SourceWithdrawnError(
                 "the Source was withdrawn", source_type=self.source_type, source_id=self.source_id

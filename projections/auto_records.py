@@ -393,6 +393,10 @@ class AutoRecordsProjection(Projection[AutoRecordsView]):
         self.view.source_withdrawn(domain_event.originator_id, tracking)
 
     @process_event.register
+    def _source_erased(self, domain_event: Source.Erased, tracking: Tracking) -> None:
+        self.view.source_withdrawn(domain_event.originator_id, tracking)  # no longer counted
+
+    @process_event.register
     def _created(self, domain_event: Artifact.Created, tracking: Tracking) -> None:
         if domain_event.family != ArtifactFamily.MEMORY:
             self.view.insert_tracking(tracking)
@@ -406,6 +410,10 @@ class AutoRecordsProjection(Projection[AutoRecordsView]):
 
     @process_event.register
     def _deactivated(self, domain_event: Artifact.EntryDeactivated, tracking: Tracking) -> None:
+        self.view.entry_status(domain_event.originator_id, domain_event.entry_id, False, tracking)
+
+    @process_event.register
+    def _entry_erased(self, domain_event: Artifact.EntryErased, tracking: Tracking) -> None:
         self.view.entry_status(domain_event.originator_id, domain_event.entry_id, False, tracking)
 
     @process_event.register

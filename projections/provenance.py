@@ -24,7 +24,7 @@ command's position.
 from __future__ import annotations
 
 from abc import ABC
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -36,6 +36,7 @@ from eventsourcing.projection import Projection
 from domain.access import Resource
 from domain.artifact import Artifact
 from domain.candidate import Candidate
+from domain.erasure import Erasure
 from domain.errors import DomainError, InvalidRequestError
 from domain.refs import (
     ArtifactFamily,
@@ -58,6 +59,7 @@ from projections.dialect import (
     ViewCursor,
     column_names,
 )
+from projections.times import to_micros
 
 ARTIFACT_REVISION = "artifact_revision"
 CANDIDATE_VERSION = "candidate_version"
@@ -85,6 +87,23 @@ IDENTITY_COLUMNS: Columns = (
     ("family", "key", "NOT NULL"),
     ("name", "key", "NOT NULL"),
 )
+ERASURE_COLUMNS: Columns = (
+    SCOPE_ID,
+    ("erasure_id", "key", "NOT NULL"),
+    ("kind", "key", "NOT NULL"),  # what was named: source, memory_entry or subject
+    ("erased_at", "int", "NOT NULL"),
+    ("records", "int", "NOT NULL"),
+    ("derived", "int", "NOT NULL"),
+    POSITION,
+)
+ERASED_COLUMNS: Columns = (  # the nodes an erasure erased, and those derived from them
+    SCOPE_ID,
+    ("erasure_id", "key", "NOT NULL"),
+    ("role", "key", "NOT NULL"),  # ERASED or DERIVED
+    ("kind", "key", "NOT NULL"),
+    ("key", "key", "NOT NULL"),
+)
+ERASED, DERIVED = "erased", "derived"
 DOWNSTREAM = "scope_id, dependency_kind, dependency_key, dependent_kind, dependent_key"
 UPSTREAM = "scope_id, dependent_kind, dependent_key, dependency_kind, dependency_key"
 
@@ -231,13 +250,17 @@ class ProvenanceView(ProjectionView, ABC):
     # -- schema ---------------------------------------------------------------------------------
 
     def view_tables(self) -> list[str]:
-        return [self.table("_edges"), self.table("_identity")]
+        return [self.table("_edges"), self.table("_identity"), self.table("_erasures"),
+                self.table("_erased")]
 
     def view_statements(self) -> list[str]:
         return [
             self._table_ddl("_edges", EDGE_COLUMNS, f"PRIMARY KEY ({DOWNSTREAM})"),
             self._index_ddl("upstream", "_edges", UPSTREAM),
             self._table_ddl("_identity", IDENTITY_COLUMNS),
+            self._table_ddl("_erasures", ERASURE_COLUMNS, "PRIMARY KEY (scope_id, erasure_id)"),
+            self._table_ddl("_erased", ERASED_COLUMNS,
+                            "PRIMARY KEY (scope_id, role, kind, key, erasure_id)"),
         ]
 
     # -- commands -------------------------------------------------------------------------------
@@ -314,7 +337,34 @@ class ProvenanceView(ProjectionView, ABC):
                 "dependent_key": dependent.key, "dependency_kind": dependency.kind,
                 "dependency_key": dependency.key, "position": tracking.notification_id})
 
+    def erasure_recorded(self, event: Erasure.Recorded, tracking: Tracking) -> None:
+        """An erasure: the nodes it erased and those found derived from them."""
+        nodes = {(ERASED, node) for node in erased_nodes(event.records)}
+        nodes |= {(DERIVED, Node(item["kind"], item["key"])) for item in event.derived}
+        with self.tracked(tracking) as cursor:
+            self._insert(cursor, "_erasures", {
+                "scope_id": event.scope_id, "erasure_id": event.erasure_id, "kind": event.kind,
+                "erased_at": to_micros(event.timestamp), "records": len(event.records),
+                "derived": len(event.derived), "position": tracking.notification_id})
+            statement = self._insert_sql("_erased", column_names(ERASED_COLUMNS))
+            for role, node in sorted(nodes):
+                cursor.execute(statement, {"scope_id": event.scope_id,
+                                           "erasure_id": event.erasure_id, "role": role,
+                                           "kind": node.kind, "key": node.key})
+
     # -- queries --------------------------------------------------------------------------------
+
+    def erasures(self, scope_id: str) -> list[Row]:
+        """The scope's erasures, the latest first."""
+        return self._select_equal(column_names(ERASURE_COLUMNS), {"scope_id": scope_id},
+                                  suffix="_erasures", order="position DESC")
+
+    def erased(self, scope_id: str, role: str = ERASED) -> dict[Node, str]:
+        """The scope's erased nodes (or those derived from them), each with its erasure."""
+        rows = self._select_equal(("kind", "key", "erasure_id"),
+                                  {"scope_id": scope_id, "role": role}, suffix="_erased",
+                                  order="kind, key, erasure_id")
+        return {Node(row["kind"], row["key"]): row["erasure_id"] for row in rows}
 
     def impact(self, scope_id: str, kind: str, key: str, *,
                max_depth: int = DEFAULT_MAX_DEPTH) -> list[Dependent]:
@@ -366,6 +416,21 @@ class ProvenanceView(ProjectionView, ABC):
             "SELECT kind, key, MIN(depth) AS depth FROM impact "
             f"WHERE NOT (kind = {p('kind')} AND key = {p('key')}) "
             "GROUP BY kind, key ORDER BY depth, kind, key")
+
+
+def erased_nodes(records: Iterable[Mapping[str, Any]]) -> list[Node]:
+    """The provenance nodes of erased records (as an ``Erasure`` names them): a Source, or
+    every version of a Memory entry."""
+    nodes = []
+    for record in records:
+        if record["kind"] == "source":
+            ref = SourceRef(source_type=record["source_type"], source_id=record["source_id"])
+            nodes.append(Node(SOURCE, source_key(ref)))
+        else:
+            nodes.extend(Node(ENTRY_VERSION, entry_key(record["memory_id"], record["entry_id"],
+                                                       version["entry_version_id"]))
+                         for version in record["versions"])
+    return nodes
 
 
 def _edge(row: Row) -> Edge:
@@ -438,6 +503,10 @@ class ProvenanceProjection(Projection[ProvenanceView]):
     def _candidate_revised(self, domain_event: Candidate.Revised, tracking: Tracking) -> None:
         self.view.candidate_revised(domain_event.originator_id, domain_event.version,
                                     domain_event.lineage, tracking)
+
+    @process_event.register
+    def _erasure(self, domain_event: Erasure.Recorded, tracking: Tracking) -> None:
+        self.view.erasure_recorded(domain_event, tracking)
 
     @process_event.register
     def _approved(self, domain_event: Candidate.Approved, tracking: Tracking) -> None:

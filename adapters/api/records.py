@@ -109,7 +109,7 @@ def record_source(acting: Acting, scope_id: str, body: RecordSource) -> Recorded
     written = acting.app.records.record_source(
         acting.caller(), scope_id, body.source_type, body.source_id, text=body.text,
         payload=body.payload, eligibility=body.eligibility, attempt_id=body.attempt_id,
-        occurred_at=body.occurred_at, sub_agent=body.sub_agent)
+        occurred_at=body.occurred_at, sub_agent=body.sub_agent, subject=body.subject)
     return Recorded(SourceView.of(written.value, acting.shown(written, written.value)),
                     new=written.position is not None)
 
@@ -160,7 +160,7 @@ def add_entry(acting: Acting, scope_id: str, memory_id: str, body: AddEntry) -> 
         acting.caller(), scope_id, memory_id, body.entry_id, body.kind, body.text,
         sources=[s.to_domain() for s in body.sources],
         artifacts=[a.to_domain() for a in body.artifacts],
-        expected_revision=body.expected_revision))
+        expected_revision=body.expected_revision, subject=body.subject))
 
 
 def revise_entry(acting: Acting, scope_id: str, memory_id: str, entry_id: str,

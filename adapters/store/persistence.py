@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
+import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext, suppress
+from contextlib import AbstractContextManager, closing, nullcontext, suppress
 from functools import cached_property
 from inspect import unwrap
 from pathlib import Path
 from threading import Event, Thread, get_ident
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import unquote
 from uuid import UUID
 
+import psycopg
 from eventsourcing.persistence import (
     ApplicationRecorder,
+    InfrastructureFactory,
     ListenNotifySubscription,
+    Mapper,
     StoredEvent,
     Subscription,
 )
@@ -30,7 +35,12 @@ from eventsourcing.postgres import (
     PostgresApplicationRecorder,
     PostgresFactory,
 )
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteCursor,
+    SQLiteDatastore,
+)
 from eventsourcing.utils import Environment, EnvType
 from psycopg.sql import SQL, Identifier
 
@@ -41,6 +51,7 @@ from adapters.store.database_url import split_postgres_url
 from adapters.store.file_turns import FileTurns
 from adapters.store.local_disk import require_local_disk
 from adapters.store.pool_tuning import tune_pool
+from adapters.store.sealing import KEYS_TABLE, DataKeys, SealedValueAsDict, SealingMapper
 from application.bootstrap import Dreaming
 from application.ports import EventsOfMany, ReadSetChangedError
 from application.store import EventStore
@@ -93,18 +104,34 @@ class PollingSubscription(ListenNotifySubscription[SQLiteApplicationRecorder]):
             self._poll_thread.join()
 
 
+SCRUB_ATTEMPTS = 100
+SCRUB_PAUSE = 0.05  # seconds between checkpoint attempts
+
+
+class EventStorePool(SynchronousPool):
+    """The event store's connections also ``secure_delete``: a data key an erasure deletes is
+    overwritten in the file, not merely unlinked from its page (ADR-0030). Events are never
+    deleted, so nothing else pays for it."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        connection = super()._create_connection()
+        connection.cursor().execute("PRAGMA secure_delete=ON")
+        return connection
+
+
 class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     supports_read_set = True
     store_kind = "sqlite"
     poll_interval: ClassVar[float] = 0.05  # seconds between a subscription's polls
     _turns: FileTurns | None = None
+    data_keys: DataKeys | None = None  # set by open_store: new keys go in with their events
 
     def __init__(self, datastore: SQLiteDatastore, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
         # Every commit of an event is on disk when it is acknowledged, power loss included
         # (``synchronous=FULL`` syncs the WAL at each commit), whatever SQLite's build
         # defaults to. Connections are opened lazily, after this.
-        datastore.pool.__class__ = SynchronousPool
+        datastore.pool.__class__ = EventStorePool
 
     def writers_turn(self, key: str) -> AbstractContextManager[object]:
         """The processes writing this file take turns per key, on lock files beside it."""
@@ -123,6 +150,19 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
                       **kwargs: Any) -> Sequence[int] | None:
         with counted_commit(self.store_kind):
             return super().insert_events(stored_events, **kwargs)
+
+    def scrub(self) -> dict[str, object]:
+        """A checkpoint that truncates the write-ahead log: the frames that held destroyed keys
+        leave the file, and the pages they were deleted from (zeroed by ``secure_delete``) are
+        written back. Readers can hold it off for a moment; it is retried for a while."""
+        path = self.datastore.pool.db_name
+        for _ in range(SCRUB_ATTEMPTS):
+            with closing(sqlite3.connect(path, timeout=10)) as connection:
+                busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if not busy:
+                return {"wal_checkpoint": "truncated"}
+            time.sleep(SCRUB_PAUSE)
+        return {"wal_checkpoint": "busy"}
 
     def position_of(self, originator_id: UUID, version: int) -> int | None:
         with self.datastore.transaction(commit=False) as c:
@@ -156,9 +196,18 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         return _grouped(originator_ids, [(UUID(r[0]), r[1], r[2], r[3], r[4]) for r in rows])
 
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent],
-                       *, read_set: ReadSet | None = None, **kwargs: Any) -> Sequence[int] | None:
+                       *, read_set: ReadSet | None = None, erase_keys: Sequence[UUID] = (),
+                       **kwargs: Any) -> Sequence[int] | None:
+        new_keys = self.data_keys.take_new() if self.data_keys is not None else []
         # Insert first: that takes SQLite's write lock, so the versions read below are final.
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
+        if new_keys:
+            c.executemany(self.data_keys.insert_statement, new_keys)  # type: ignore[union-attr]
+        if erase_keys:
+            c.execute(f"DELETE FROM {KEYS_TABLE} WHERE key_id IN "
+                      f"({','.join('?' * len(erase_keys))})", [k.hex for k in erase_keys])
+            c.execute("SELECT changes()")
+            _check_erased(c.fetchone()[0], erase_keys)
         if read_set:
             marks = ",".join("?" * len(read_set))
             c.execute(
@@ -171,6 +220,13 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             if moved:
                 raise ReadSetChangedError(moved)
         return notification_ids
+
+
+def _check_erased(deleted: int, erase_keys: Sequence[UUID]) -> None:
+    """Every key an erasure names is destroyed by it, or the erasure is not stored: another
+    erasure that took one first conflicts, as a moved read set does."""
+    if deleted != len(erase_keys):
+        raise ReadSetChangedError({})
 
 
 def _with_position(originator_id: UUID, rows: Sequence[tuple[int, str, bytes, int]]
@@ -216,6 +272,26 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
     store_kind = "postgres"
 
     turns: FileTurns | None = None  # set by the factory: the host's lock files, if any
+    data_keys: DataKeys | None = None  # set by open_store: new keys go in with their events
+
+    def scrub(self) -> dict[str, object]:
+        """Rewrite the keys table (``VACUUM FULL``: its old file, which held the destroyed
+        keys in dead rows, is removed) and ask for a checkpoint (a role without the right to
+        one is told so in the answer). The write-ahead log keeps what it logged until its
+        segments are recycled: see docs/erasure.md."""
+        done: dict[str, object] = {}
+        table = SQL("{0}.{1}").format(Identifier(self.datastore.schema), Identifier(KEYS_TABLE))
+        conninfo = self.datastore.pool.conninfo
+        with psycopg.connect(conninfo if isinstance(conninfo, str) else conninfo(),
+                             autocommit=True) as connection:
+            connection.execute(SQL("VACUUM FULL {0}").format(table))
+            done["vacuum_full"] = True
+            try:
+                connection.execute("CHECKPOINT")
+                done["checkpoint"] = True
+            except psycopg.errors.InsufficientPrivilege:
+                done["checkpoint"] = False
+        return done
 
     def writers_turn(self, key: str) -> AbstractContextManager[object]:
         """The processes of one host that share a data directory take turns on lock files, as
@@ -255,7 +331,8 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
              r["notification_id"]) for r in rows])
 
     def insert_events(self, stored_events: Sequence[StoredEvent], *,
-                      read_set: ReadSet | None = None, **kwargs: Any) -> Sequence[int] | None:
+                      read_set: ReadSet | None = None, erase_keys: Sequence[UUID] = (),
+                      **kwargs: Any) -> Sequence[int] | None:
         """Insert in one transaction that checks the read set, with one round trip before the
         commit: the lock, the insert and the read set's versions go in one pipeline. (The
         library's insert syncs once for the hook that checked the read set, then again for the
@@ -269,18 +346,28 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
         written = {event.originator_id for event in stored_events}
         read_set = {key: version for key, version in (read_set or {}).items()
                     if key not in written}
+        new_keys = self.data_keys.take_new() if self.data_keys is not None else []
         with (counted_commit(self.store_kind), self.datastore.get_connection() as conn,
               conn.pipeline() as pipeline,
-              conn.transaction(), conn.cursor() as versions, conn.cursor() as inserted):
+              conn.transaction(), conn.cursor() as versions, conn.cursor() as inserted,
+              conn.cursor() as keys):
             if stored_events:
                 self._insert_stored_events(inserted, stored_events, **kwargs)
             elif read_set:
                 self._lock_table(versions)
             if read_set:
                 versions.execute(self._statements["versions"], (list(read_set),), prepare=True)
+            if new_keys:  # made for these events: stored with them or not at all
+                keys.executemany(self.data_keys.insert_statement, new_keys)  # type: ignore[union-attr]
+            if erase_keys:
+                keys.execute(SQL("DELETE FROM {0}.{1} WHERE key_id = ANY(%s) RETURNING key_id")
+                             .format(Identifier(self.datastore.schema), Identifier(KEYS_TABLE)),
+                             ([key_id.hex for key_id in erase_keys],))
             # An IntegrityError (a version already taken) is raised here, and an exception
             # leaving the block rolls the transaction back.
             pipeline.sync()
+            if erase_keys:
+                _check_erased(len(keys.fetchall()), erase_keys)
             if read_set:
                 current = {row["originator_id"]: row["version"] for row in versions.fetchall()}
                 moved = _moved(read_set, current)
@@ -487,12 +574,28 @@ def open_store(settings: Settings | None = None, *, warm: int | None = None) -> 
     what projection runners and replay read from; with ``warm``, a lean pool."""
     settings = settings or Settings()
     lean = {} if warm is None else lean_pool(settings, warm)
-    return EventStore(env={**application_env(settings), **lean})
+    return sealed_store({**application_env(settings), **lean})
+
+
+def sealed_store(env: EnvType) -> EventStore:
+    """The event store whose mapper seals personal fields under per-record keys, and whose
+    recorder stores and destroys those keys with the events (ADR-0030)."""
+    store = EventStore(env=env, mapper_of=sealing_mapper)
+    recorder = store.recorder
+    if isinstance(recorder, ReadSetSQLiteApplicationRecorder | ReadSetPostgresApplicationRecorder):
+        recorder.data_keys = cast(SealingMapper, store.mapper).keys
+    store.keyring = cast(SealingMapper, store.mapper).keys
+    return store
+
+
+def sealing_mapper(mapper: Mapper[UUID], factory: InfrastructureFactory[Any]) -> Mapper[UUID]:
+    mapper.transcoder.register(SealedValueAsDict())  # type: ignore[attr-defined]
+    return SealingMapper(mapper, DataKeys(factory.datastore))  # type: ignore[attr-defined]
 
 
 def open_dreaming(settings: Settings | None = None) -> Dreaming:
     """The assembled application configured from settings."""
     settings = settings or Settings()
-    return Dreaming(env=application_env(settings),
+    return Dreaming(env=application_env(settings), store=open_store(settings),
                     enforce_access=settings.access == "enforced",
                     trace_context=current_traceparent)

@@ -45,10 +45,11 @@ from adapters.store.local_signals import (
     signals_dir,
 )
 from adapters.store.notifications import NOTIFY_POLL_SECONDS, Listener, notify, view_channel
-from adapters.store.persistence import projection_env
+from adapters.store.persistence import projection_env, sealed_store
 from adapters.store.shared_feed import Fetch, store_fetch
 from adapters.store.view_batches import apply_events, open_view
 from adapters.store.view_host import ViewLease
+from application.store import EventStore
 from projections.base import (
     STORE_ERRORS,
     ProjectionSpec,
@@ -106,7 +107,9 @@ class RunningProjection(Generic[TView]):
         self._next_election = 0.0
         self._waiters = 0  # readers blocked in wait(): a follower then polls the view fast
         self._role_announced: bool | None = None
-        self.app: Application[Any] = spec.application(env=projection_env(settings, spec.name))
+        env = projection_env(settings, spec.name)
+        self.app: Application[Any] = (sealed_store(env) if spec.application is EventStore
+                                      else spec.application(env=env))
         self.app_name: str = self.app.name
         self._fetch = feed or store_fetch(self.app)
         self.view: TView = open_view(spec, settings)

@@ -13,11 +13,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from domain.access import Resource
-from domain.artifact import ACTIVE, Artifact, ArtifactRevision, EntryVersion, ManifestEntry
+from domain.artifact import (
+    ACTIVE,
+    Artifact,
+    ArtifactRevision,
+    EntryStatus,
+    EntryVersion,
+    ManifestEntry,
+)
 from domain.canonical import canonical_json, digest
 from domain.content import entry_content_hash
 from domain.errors import (
     DomainError,
+    EvidenceErasedError,
     EvidenceUnavailableError,
     InvalidMemoryCitationError,
     MemoryEntryInactiveError,
@@ -135,7 +143,9 @@ def resource_of(ref: EvidenceRef) -> Resource:
 
 
 def read_source(source: Source | None, ref: SourceRef, step: WalkStep) -> NodeRead:
-    # A withdrawn Source was erased: as evidence it is simply gone.
+    if source is not None and source.erased:  # its text is gone with its key
+        raise EvidenceErasedError(f"{describe(ref)} was erased", **error_details(ref, step))
+    # A withdrawn Source: as evidence it is simply gone.
     if source is None or source.withdrawn or source.text is None or source.payload is None:
         raise missing_reference(ref, step)
     # The stored Source value; its digest is the same formula as Source.content_hash.
@@ -258,6 +268,9 @@ def _cited_manifest_entry(memory: Artifact, citation: MemoryCitation,
 def _check_active(cited: ManifestEntry, head: ManifestEntry | None,
                   citation: MemoryCitation, step: WalkStep) -> None:
     """Active when cited and still active now: an old snapshot cannot bypass deactivation."""
+    if head is not None and head.status == EntryStatus.ERASED:
+        raise EvidenceErasedError(f"{describe(citation)} was erased",
+                                  **error_details(citation, step))
     if cited.status != ACTIVE or head is None or head.status != ACTIVE:
         raise MemoryEntryInactiveError(
             f"{describe(citation)} is not active",

@@ -54,6 +54,9 @@ class RecordSource(Strict):
     occurred_at: IsoDateTime | None = None
     sub_agent: bool = Field(default=False, description=(
         "Recorded by a sub-agent: stored and citable, never counted by automatic dreaming."))
+    subject: str | None = Field(default=None, max_length=256, description=(
+        "The data subject this record is about (1-256 printable characters), kept only as a "
+        "digest beside the record's data key: erasing the subject erases it (docs/erasure.md)."))
 
 
 class CreateArtifact(Strict):
@@ -81,6 +84,9 @@ class AddEntry(Strict):
     sources: list[SourceRefBody] = Field(default_factory=list)
     artifacts: list[ArtifactRefBody] = Field(default_factory=list)
     expected_revision: int | None = None
+    subject: str | None = Field(default=None, max_length=256, description=(
+        "The data subject this record is about (1-256 printable characters), kept only as a "
+        "digest beside the record's data key: erasing the subject erases it (docs/erasure.md)."))
 
 
 class ReviseEntry(Strict):
@@ -160,6 +166,8 @@ class SourceView(Written):
     occurred_at: datetime | None
     sub_agent: bool
     withdrawn: bool
+    erased: bool = Field(description="Erased: its text and payload are gone for good "
+                                     "(both read as null); ids and hash remain.")
     version: int
 
     @classmethod
@@ -169,7 +177,7 @@ class SourceView(Written):
                    content_hash=source.content_hash, eligibility=source.eligibility,
                    attempt_id=source.attempt_id, occurred_at=source.occurred_at,
                    sub_agent=source.sub_agent, withdrawn=source.withdrawn,
-                   version=source.version, position=position)
+                   erased=source.erased, version=source.version, position=position)
 
 
 class ManifestEntryView(BaseModel):

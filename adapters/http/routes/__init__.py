@@ -6,11 +6,20 @@ operations page's numbers); ``ops`` serves ``/healthz`` and ``/metrics``.
 """
 
 from adapters.http.dependencies import VIEW_POSITION_HEADER, v1_router
-from adapters.http.routes import audit, events, knowledge, operations, records, review, runs
+from adapters.http.routes import (
+    audit,
+    erasures,
+    events,
+    knowledge,
+    operations,
+    records,
+    review,
+    runs,
+)
 from adapters.http.routes.ops import router as ops
 
 router = v1_router()
-for resource in (records, runs, review, knowledge, audit, events, operations):
+for resource in (records, runs, review, knowledge, audit, erasures, events, operations):
     router.include_router(resource.router)
 
 __all__ = ["VIEW_POSITION_HEADER", "ops", "router"]
