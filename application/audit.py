@@ -247,7 +247,9 @@ class Audit:
         if source is None:
             return {**ref.to_dict(), "content_hash": None, "available_now": False}
         return {**ref.to_dict(), "content_hash": source.content_hash,
-                "eligibility": source.eligibility, "available_now": not source.withdrawn}
+                "eligibility": source.eligibility,
+                "available_now": not (source.withdrawn or source.erased),
+                "erased": source.erased}
 
 
 # -- keys ------------------------------------------------------------------------------------------

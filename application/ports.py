@@ -99,7 +99,7 @@ UNOBSERVED: ExecutionObserver = _Unobserved()
 class Keyring(Protocol):
     """The store's data keys, one per record whose free text is sealed (ADR-0030)."""
 
-    def tag(self, record: KeyRecord, subject: str) -> None:
+    def tag(self, record: KeyRecord, scope_id: str, subject: str) -> None:
         """Keep a data subject (its digest) with the record's key when the key is made."""
 
     def of_subject(self, scope_id: str, subject: str) -> list[KeyRecord]:

@@ -242,7 +242,7 @@ class Records:
         if self.store.keyring is None:
             raise InvalidRequestError("this store does not seal records, so it keeps no "
                                       "subject", field="subject")
-        self.store.keyring.tag(record, subject_digest(scope_id, subject))
+        self.store.keyring.tag(record, scope_id, subject_digest(scope_id, subject))
 
     def _artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
         aggregate_id = artifact_aggregate_id(check_scope_id(scope_id), check_family(family),

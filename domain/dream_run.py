@@ -87,6 +87,7 @@ FAILURE_REASONS = {
     "memory_entry_inactive": "A cited Memory entry was deactivated while the run was in "
                              "progress.",
     "access_revoked": "The requester can no longer read part of the run's evidence.",
+    "evidence_erased": "Part of the run's evidence was erased: its text can no longer be read.",
     "artifact_conflict": "The target was revised while the run was in progress.",
     "capability_unavailable": "The model configuration the run started on is no longer "
                               "available.",

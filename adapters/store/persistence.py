@@ -281,16 +281,18 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
         segments are recycled: see docs/erasure.md."""
         done: dict[str, object] = {}
         table = SQL("{0}.{1}").format(Identifier(self.datastore.schema), Identifier(KEYS_TABLE))
-        conninfo = self.datastore.pool.conninfo
-        with psycopg.connect(conninfo if isinstance(conninfo, str) else conninfo(),
-                             autocommit=True) as connection:
-            connection.execute(SQL("VACUUM FULL {0}").format(table))
-            done["vacuum_full"] = True
+        with self.datastore.get_connection() as connection:
+            connection.autocommit = True  # VACUUM runs outside a transaction
             try:
-                connection.execute("CHECKPOINT")
-                done["checkpoint"] = True
-            except psycopg.errors.InsufficientPrivilege:
-                done["checkpoint"] = False
+                connection.execute(SQL("VACUUM FULL {0}").format(table))
+                done["vacuum_full"] = True
+                try:
+                    connection.execute("CHECKPOINT")
+                    done["checkpoint"] = True
+                except psycopg.errors.InsufficientPrivilege:
+                    done["checkpoint"] = False
+            finally:
+                connection.autocommit = False
         return done
 
     def writers_turn(self, key: str) -> AbstractContextManager[object]:

@@ -152,13 +152,13 @@ class DataKeys:
         if key is not None:
             return key
         key = os.urandom(KEY_BYTES)
-        subject = self._subjects().pop(record.key_id, None)
+        tagged_scope, subject = self._subjects().pop(record.key_id, (scope_id, None))
         self._new()[record.key_id] = (record.key_id.hex, record.aggregate_id.hex,
-                                      record.entry_id, scope_id, subject, key,
+                                      record.entry_id, scope_id or tagged_scope, subject, key,
                                       int(time.time() * 1_000_000))
         return key
 
-    def tag(self, record: KeyRecord, subject: str) -> None:
+    def tag(self, record: KeyRecord, scope_id: str, subject: str) -> None:
         """Keep ``subject`` (a digest) with the record's key when its first event is stored;
         a record kept before for another subject, or for none, refuses it."""
         rows = self._rows(f"SELECT subject FROM {self.table} WHERE key_id = {self.mark}",
@@ -167,7 +167,7 @@ class DataKeys:
             raise SubjectConflictError("this record was first recorded for another subject, "
                                        "or for none", field="subject")
         if not rows:
-            self._subjects()[record.key_id] = subject
+            self._subjects()[record.key_id] = (scope_id, subject)
 
     def take_new(self) -> list[tuple[Any, ...]]:
         """This thread's new keys, for the recorder to insert with the events that use them."""
@@ -207,8 +207,9 @@ class DataKeys:
             new = self._local.new = {}
         return new
 
-    def _subjects(self) -> dict[UUID, str]:
-        subjects: dict[UUID, str] | None = getattr(self._local, "subjects", None)
+    def _subjects(self) -> dict[UUID, tuple[str | None, str | None]]:
+        subjects: dict[UUID, tuple[str | None, str | None]] | None = getattr(
+            self._local, "subjects", None)
         if subjects is None:
             subjects = self._local.subjects = {}
         return subjects
