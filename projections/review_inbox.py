@@ -26,6 +26,7 @@ from eventsourcing.projection import Projection
 
 from domain.candidate import CANDIDATE_FAMILIES, Candidate, CandidateStatus
 from domain.canonical import canonical_json
+from domain.erasure import Erasure
 from domain.refs import ArtifactRef
 from domain.text import check_recorded_identifier
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
@@ -74,6 +75,9 @@ COLUMNS: Columns = (
     POSITION,
 )
 SUMMARY_COLUMNS = column_names(COLUMNS, excluding=("aggregate_id",))
+ERASED = "_erased"  # candidates whose evidence an erasure erased (ADR-0030)
+ERASED_COLUMNS: Columns = (SCOPE_ID, ("candidate_id", "key", "NOT NULL"),
+                           ("erasure_id", "key", "NOT NULL"))
 
 
 # -- values -----------------------------------------------------------------------------------
@@ -101,6 +105,7 @@ class CandidateSummary:
     decided_by: str | None
     decision_reason: str | None
     position: int
+    evidence_erased: bool = False  # an erasure erased evidence of one of its versions
 
     @property
     def cursor(self) -> str:
@@ -142,7 +147,7 @@ class ReviewInboxView(ProjectionView, ABC):
     # -- schema ---------------------------------------------------------------------------------
 
     def view_tables(self) -> list[str]:
-        return [self.table()]
+        return [self.table(), self.table(ERASED)]
 
     def view_statements(self) -> list[str]:
         return [
@@ -151,7 +156,24 @@ class ReviewInboxView(ProjectionView, ABC):
             self._index_ddl("status", "", "scope_id, status, candidate_id"),
             self._index_ddl("status_family", "", "scope_id, status, family, candidate_id"),
             self._index_ddl("family", "", "scope_id, family, candidate_id"),
+            self._table_ddl(ERASED, ERASED_COLUMNS,
+                            "PRIMARY KEY (scope_id, candidate_id, erasure_id)"),
         ]
+
+    def evidence_erased(self, scope_id: str, candidate_ids: set[str], erasure_id: str,
+                        tracking: Tracking) -> None:
+        with self.tracked(tracking) as cursor:
+            for candidate_id in sorted(candidate_ids):
+                self._insert(cursor, ERASED, {"scope_id": scope_id, "candidate_id": candidate_id,
+                                              "erasure_id": erasure_id})
+
+    def _summary_select(self) -> str:
+        """The summary columns, and whether an erasure erased the candidate's evidence."""
+        main, erased = self.table(), self.table(ERASED)
+        return (f"SELECT {', '.join(f'{main}.{name}' for name in SUMMARY_COLUMNS)}, "
+                f"EXISTS (SELECT 1 FROM {erased} WHERE {erased}.scope_id = {main}.scope_id "
+                f"AND {erased}.candidate_id = {main}.candidate_id) AS evidence_erased "
+                f"FROM {main}")
 
     # -- commands -------------------------------------------------------------------------------
 
@@ -217,14 +239,16 @@ class ReviewInboxView(ProjectionView, ABC):
         if after is not None:
             conditions.append(f"candidate_id > {p('after')}")
         rows = self._select(
-            f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM {self.table()} "
-            f"WHERE {' AND '.join(conditions)} ORDER BY candidate_id LIMIT {p('limit')}",
+            f"{self._summary_select()} WHERE {' AND '.join(conditions)} "
+            f"ORDER BY candidate_id LIMIT {p('limit')}",
             {**filters, "after": after, "limit": limit + 1})
         return keyset_page(rows, limit, _summary)
 
     def get_candidate_summary(self, scope_id: str, candidate_id: str) -> CandidateSummary | None:
-        rows = self._select_equal(SUMMARY_COLUMNS,
-                                  {"scope_id": scope_id, "candidate_id": candidate_id})
+        p = self.dialect.param
+        rows = self._select(f"{self._summary_select()} WHERE scope_id = {p('scope_id')} "
+                            f"AND candidate_id = {p('candidate_id')}",
+                            {"scope_id": scope_id, "candidate_id": candidate_id})
         return _summary(rows[0]) if rows else None
 
     def count(self, scope_id: str, status: str | None = CandidateStatus.PENDING,
@@ -247,7 +271,8 @@ def _ref_json(ref: ArtifactRef | None) -> str | None:
 
 def _summary(row: Row) -> CandidateSummary:
     return CandidateSummary(**row_values(
-        row, SUMMARY_COLUMNS, json_columns=("target", "result"), bool_columns=("conflict",),
+        row, (*SUMMARY_COLUMNS, "evidence_erased"), json_columns=("target", "result"),
+        bool_columns=("conflict", "evidence_erased"),
         time_columns=("proposed_at", "updated_at", "decided_at")))
 
 
@@ -276,6 +301,14 @@ class ReviewInboxProjection(Projection[ReviewInboxView]):
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """Events that do not change a candidate row (other aggregates)."""
         self.view.insert_tracking(tracking)
+
+    @process_event.register
+    def _erasure(self, domain_event: Erasure.Recorded, tracking: Tracking) -> None:
+        """Flag every Candidate one of whose versions was derived from erased evidence."""
+        candidates = {item["key"].rpartition("@")[0] for item in domain_event.derived
+                      if item["kind"] == "candidate_version"}
+        self.view.evidence_erased(domain_event.scope_id, candidates, domain_event.erasure_id,
+                                  tracking)
 
     @process_event.register
     def _proposed(self, domain_event: Candidate.Proposed, tracking: Tracking) -> None:

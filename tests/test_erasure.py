@@ -28,10 +28,10 @@ from domain.dream_request import DreamRequest
 from domain.erasure import KeyRecord
 from domain.ids import artifact_aggregate_id, source_aggregate_id
 from domain.policy import Caller
-from domain.refs import ArtifactRef, SourceRef
+from domain.refs import ArtifactRef, Lineage, SourceRef
 from projections.catalog import READ_MODELS
 from tests.conftest import serving
-from tests.dream_support import ScriptedModel
+from tests.dream_support import EXPERIENCE, ScriptedModel
 from tests.store_guard.sitecustomize import STORE_FILE
 
 ADMIN = Caller("admin", admin=True)
@@ -126,6 +126,9 @@ def knowledge_from_a_patient(app: Dreaming, marks: dict[str, str],
                                                     artifacts=[lesson]))
     assert (skill_run.status, skill_run.outcome) == ("succeeded", "proposed")
     skill = approve(app, skill_run)
+    # Proposed by hand from the same visit, still pending when the erasure comes.
+    app.review.propose_candidate(ADMIN, S, "pending-lesson", "experience", EXPERIENCE,
+                                 Lineage(sources=(PII,)), "seen in visit-7")
     # Admitted now, executed after the erasure: its evidence will be gone.
     waiting = app.runs.request_dream(ADMIN, S, DreamRequest.create(
         "refine_experience", "late", memory_citations=[citation])).value.run.run_id
@@ -167,7 +170,7 @@ def test_forgetting_a_patient_leaves_no_byte_and_sends_derived_knowledge_to_revi
         assert ("artifact_revision", f"experience/{lesson.artifact_id}@1") in derived
         assert ("artifact_revision", f"skill/{skill.artifact_id}@1") in derived
         assert {key.split("@")[0] for kind, key in derived
-                if kind == "candidate_version"} == made["candidates"]
+                if kind == "candidate_version"} == {*made["candidates"], "pending-lesson"}
 
         # The records read as erased; the unrelated one is untouched.
         source = http.get(f"/v1/scopes/{S}/sources/task/visit-7").json()
@@ -198,6 +201,13 @@ def test_forgetting_a_patient_leaves_no_byte_and_sends_derived_knowledge_to_revi
         assert failed is not None
         assert (failed.status, failed.error) == ("failed", "evidence_erased")
         assert len(model.calls) == calls
+        # The pending Candidate is flagged in the inbox, and queued.
+        inbox = http.get(f"/v1/scopes/{S}/candidates").json()["candidates"]
+        assert [(c["candidate_id"], c["evidence_erased"]) for c in inbox] == [
+            ("pending-lesson", True)]
+        assert ("candidate_version", "pending-lesson@1", "pending") in {
+            (i["kind"], i["key"], i["status"]) for i in queue}
+        app.review.reject_candidate(ADMIN, S, "pending-lesson", 1, "built on erased evidence")
         # A reviewer revises the Experience: it leaves the queue.
         app.records.replace_artifact(ADMIN, S, "experience", lesson.artifact_id,
                                      {"situation": "reminders failed", "action": "widened "

@@ -197,6 +197,9 @@ class CandidateSummaryView(BaseModel):
     result: ArtifactRefBody | None
     decided_by: str | None
     decision_reason: str | None
+    evidence_erased: bool = Field(
+        default=False, description="Evidence of one of its versions was erased (ids and hashes "
+                                   "remain): review it with that in mind (docs/erasure.md).")
 
     @classmethod
     def of(cls, summary: CandidateSummary, now: datetime) -> CandidateSummaryView:
@@ -209,7 +212,7 @@ class CandidateSummaryView(BaseModel):
             updated_at=summary.updated_at, decided_at=summary.decided_at,
             age_seconds=max(0.0, (now - summary.proposed_at).total_seconds()),
             result=ref_body(summary.result), decided_by=summary.decided_by,
-            decision_reason=summary.decision_reason)
+            decision_reason=summary.decision_reason, evidence_erased=summary.evidence_erased)
 
 
 class CandidatePage(BaseModel):
