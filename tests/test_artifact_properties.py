@@ -46,6 +46,7 @@ from domain.artifact import (
     INACTIVE,
     Artifact,
     ArtifactRevision,
+    EntryStatus,
     ManifestEntry,
 )
 from domain.content import (
@@ -58,6 +59,7 @@ from domain.content import (
     entry_content_hash,
     entry_version_id,
 )
+from domain.erasure import ERASED_TEXT
 from domain.refs import EXPERIENCE, MEMORY, PROMPT, SKILL, ArtifactRef, Lineage, SourceRef
 from tests.property_support import PURE, assert_refused, replay, run_through_the_store
 
@@ -454,6 +456,7 @@ class MemoryMachine(ArtifactMachine):
                                "garbage": "ev_garbage"}[expected_entry]
         expected = self.resolve(expected_revision)
         code = ("artifact_conflict" if not self.cas_holds(expected)
+                else "memory_entry_erased" if model.status == EntryStatus.ERASED
                 else "memory_entry_inactive" if model.status != ACTIVE
                 # The entry's own compare-and-set: a stale version id is a conflict.
                 else "artifact_conflict" if expected_version_id not in (None, current)
@@ -505,6 +508,7 @@ class MemoryMachine(ArtifactMachine):
         model = self.entries[entry_id]
         expected = self.resolve(expected_revision)
         code = ("artifact_conflict" if not self.cas_holds(expected)
+                else "memory_entry_erased" if model.status == EntryStatus.ERASED
                 else "memory_entry_inactive" if model.status != ACTIVE
                 else None)
         deactivate = partial(self.artifact.deactivate_entry, entry_id, reason, expected)
@@ -523,6 +527,7 @@ class MemoryMachine(ArtifactMachine):
         model = self.entries[entry_id]
         expected = self.resolve(expected_revision)
         code = ("artifact_conflict" if not self.cas_holds(expected)
+                else "memory_entry_erased" if model.status == EntryStatus.ERASED
                 else "memory_entry_active" if model.status == ACTIVE
                 else None)
         reactivate = partial(self.artifact.reactivate_entry, entry_id, expected)
@@ -532,6 +537,21 @@ class MemoryMachine(ArtifactMachine):
         reactivate()
         model.status = ACTIVE
         self.new_revision(entry_id, "entry_reactivated")
+
+    @precondition(lambda self: bool(self.entries))
+    @rule(data=st.data(), erasure_id=st.sampled_from(["er_1", "er_2"]))
+    def erasing_an_entry_forgets_every_version_in_one_revision(
+            self, data: st.DataObject, erasure_id: str) -> None:
+        entry_id = data.draw(st.sampled_from(sorted(self.entries)), label="entry_id")
+        model = self.entries[entry_id]
+        erase = partial(self.artifact.erase_entry, entry_id, erasure_id)
+        if model.status == EntryStatus.ERASED:
+            assert_refused(self.artifact, "memory_entry_erased", erase)
+            return
+        erase()
+        model.status = EntryStatus.ERASED
+        assert all(v.text == ERASED_TEXT for v in self.artifact.entry_versions[entry_id])
+        self.new_revision(entry_id, "entry_erased")
 
     def refusals(self) -> dict[str, tuple[str, Callable[[], object]]]:
         memory, head = self.artifact, self.artifact.head_revision
@@ -618,6 +638,9 @@ class MemoryMachine(ArtifactMachine):
                 assert re.fullmatch(r"ev_[0-9a-f]{32}", version.entry_version_id)
                 assert version.entry_version_id == entry_version_id(
                     self.memory_id, entry_id, number, version.content_hash)
+                if self.entries[entry_id].status == EntryStatus.ERASED:
+                    assert version.text == ERASED_TEXT  # ids and hashes stay, text does not
+                    continue
                 assert version.content_hash == entry_content_hash(
                     version.kind, version.text, version.sources, version.artifacts)
                 assert version.content_hash == pinned_entry_hash(

@@ -1,8 +1,8 @@
-"""Stateful properties of the Source aggregate: amend and withdraw, and its content hash.
+"""Stateful properties of the Source aggregate: amend, withdraw and erase, and its content hash.
 
 A hypothesis state machine amends and withdraws one Source with random bodies, valid and
 invalid. A refused command carries its stable code and changes nothing; an amend to the same
-body is a no-op; a withdrawn Source refuses everything and keeps no text. The content hash is
+body is a no-op; a withdrawn or erased Source refuses everything and keeps no text. The content hash is
 always the deterministic hash of the current body, and the Source rebuilt from its events (or
 read back from SQLite and PostgreSQL) equals the live one.
 """
@@ -103,6 +103,7 @@ class SourceMachine(RuleBasedStateMachine):
         self.payload: dict[str, Any] | None = None
         self.occurred_at: datetime | None = None
         self.withdrawn = False
+        self.erased = False
         self.last_hash = ""
 
     def commit(self) -> list[Any]:
@@ -139,7 +140,7 @@ class SourceMachine(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------------------
 
-    @precondition(lambda self: not self.withdrawn)
+    @precondition(lambda self: not self.withdrawn and not self.erased)
     @rule(body=valid_bodies, occurred_at=moments)
     def amending_replaces_the_body_unless_it_is_identical(
             self, body: tuple[str | None, dict[str, Any] | None],
@@ -154,7 +155,7 @@ class SourceMachine(RuleBasedStateMachine):
             self.last_hash = new_hash
         self.record(expect_events=int(changed))
 
-    @precondition(lambda self: not self.withdrawn)
+    @precondition(lambda self: not self.withdrawn and not self.erased)
     @rule(occurred_at=moments)
     def amending_to_the_current_body_is_a_no_op(self, occurred_at: datetime | None) -> None:
         # Even a different occurred_at does not make identical content a new event.
@@ -164,21 +165,22 @@ class SourceMachine(RuleBasedStateMachine):
     @rule(body=st.sampled_from(INVALID_BODIES))
     def an_invalid_body_is_refused(self, body: tuple[Any, Any, str]) -> None:
         text, payload, code = body
-        # Withdrawal is checked first: a withdrawn Source refuses even a bad body as withdrawn.
-        code = "source_withdrawn" if self.withdrawn else code
+        # Erasure, then withdrawal are checked first: they refuse even a bad body.
+        code = self.closed_code() or code
         assert_refused(self.source, code, lambda: self.source.amend(text, payload))
 
-    @precondition(lambda self: self.withdrawn)
+    @precondition(lambda self: self.withdrawn or self.erased)
     @rule(body=valid_bodies)
-    def a_withdrawn_source_cannot_be_amended(
+    def a_withdrawn_or_erased_source_cannot_be_amended(
             self, body: tuple[str | None, dict[str, Any] | None]) -> None:
-        assert_refused(self.source, "source_withdrawn", lambda: self.source.amend(*body))
+        assert_refused(self.source, self.closed_code(), lambda: self.source.amend(*body))
 
     @rule(reason=st.one_of(st.sampled_from(["duplicate", "contains secrets", "r\u00e9sum\u00e9"]),
                            st.text(min_size=1, max_size=20).filter(str.strip)))
     def withdrawing_erases_the_body_exactly_once(self, reason: str) -> None:
-        if self.withdrawn:
-            assert_refused(self.source, "source_withdrawn", lambda: self.source.withdraw(reason))
+        if self.withdrawn or self.erased:
+            assert_refused(self.source, self.closed_code(),
+                           lambda: self.source.withdraw(reason))
             return
         self.source.withdraw(reason)
         self.withdrawn = True
@@ -188,8 +190,22 @@ class SourceMachine(RuleBasedStateMachine):
     @rule(reason=st.sampled_from(BAD_REASONS))
     def an_invalid_withdrawal_reason_is_refused(self, reason: tuple[Any, str]) -> None:
         text, code = reason
-        code = "source_withdrawn" if self.withdrawn else code
+        code = self.closed_code() or code
         assert_refused(self.source, code, lambda: self.source.withdraw(text))
+
+    @rule(erasure_id=st.sampled_from(["er_1", "er_2"]))
+    def erasing_forgets_the_body_once_and_for_all(self, erasure_id: str) -> None:
+        if self.erased:
+            assert_refused(self.source, "source_erased", lambda: self.source.erase(erasure_id))
+            return
+        self.source.erase(erasure_id)
+        self.erased = True
+        self.text = self.payload = None
+        self.record(expect_events=1)
+
+    def closed_code(self) -> str:
+        """What every command to an erased or withdrawn Source is refused with."""
+        return "source_erased" if self.erased else "source_withdrawn" if self.withdrawn else ""
 
     # -- invariants --------------------------------------------------------------------------
 
@@ -198,8 +214,9 @@ class SourceMachine(RuleBasedStateMachine):
         assert self.source.withdrawn == self.withdrawn
         assert self.source.text == self.text
         assert self.source.payload == self.payload
-        if self.withdrawn:
-            # Withdrawal erases the content but keeps the last hash for lineage checks.
+        assert self.source.erased == self.erased
+        if self.withdrawn or self.erased:
+            # Withdrawal and erasure drop the content but keep the last hash for lineage.
             assert self.source.text is None
             assert self.source.payload is None
         else:
@@ -208,7 +225,7 @@ class SourceMachine(RuleBasedStateMachine):
     @invariant()
     def the_content_hash_is_the_deterministic_hash_of_the_body(self) -> None:
         assert self.source.content_hash == self.last_hash
-        if not self.withdrawn:
+        if not (self.withdrawn or self.erased):
             assert self.text is not None
             assert self.payload is not None
             assert self.source.content_hash == self.expected_hash(self.text, self.payload)
