@@ -16,7 +16,8 @@ import pytest
 
 from adapters.settings import Settings
 from adapters.store.file_turns import TURN_FILES, FileTurns
-from adapters.store.persistence import ReadSetPostgresApplicationRecorder, open_dreaming
+from adapters.store.persistence import open_dreaming
+from adapters.store.recorders import ReadSetPostgresApplicationRecorder
 from application.bootstrap import Dreaming
 from domain.dream_queue import DreamQueue
 from domain.policy import LOCAL

@@ -26,6 +26,7 @@ from starlette.routing import Match
 from adapters.http.routes import ops, router
 from adapters.http.routes.webhooks import webhooks_router
 from application.bootstrap import Dreaming
+from application.erasure import ErasureTarget
 from domain.access import Resource
 from domain.dream_request import DreamRequest
 from domain.policy import Caller
@@ -209,6 +210,20 @@ def _webhook(world: World) -> str:
     """A new subscription of SCOPE, its secret kept nowhere (no delivery runs here)."""
     return world.app.webhooks.create(ADMIN, SCOPE, "http://127.0.0.1:9/hook", [], None,
                                      lambda *_: None).value.webhook.webhook_id
+
+
+def _erasable(world: World, suffix: str) -> dict[str, Any]:
+    """A fresh Source of SCOPE to erase, as an erasure request names it."""
+    world.app.records.record_source(ADMIN, SCOPE, "task", f"forget-{suffix}", text="personal")
+    return {"source": {"source_type": "task", "source_id": f"forget-{suffix}"},
+            "reason": "asked to be forgotten"}
+
+
+def _erasure(world: World, suffix: str) -> Request:
+    body = _erasable(world, suffix)
+    erased = world.app.erasures.erase(ADMIN, SCOPE, ErasureTarget.of_source(
+        "task", f"forget-{suffix}"), body["reason"], lambda scope, records: [])
+    return "GET", f"{S}/erasures/{erased.value.erasure.erasure_id}", None
 
 
 def _package(artifact_id: str, file: str = "") -> Build:
@@ -455,6 +470,19 @@ MATRIX: list[tuple[str, Build, dict[str, int]]] = [
     ("DELETE {s}/webhooks/{id}",  # a fresh subscription per case: revoking twice writes once
      lambda w, u: ("DELETE", f"{S}/webhooks/{_webhook(w)}", None),
      administer()),
+    # erasure: deployment administrators erase and read erasures; reviewers work the queue
+    ("POST {s}/erasures",
+     lambda w, u: ("POST", f"{S}/erasures", _erasable(w, u)),
+     deployment_admin_only(201)),
+    ("GET {s}/erasures",
+     lambda w, u: ("GET", f"{S}/erasures", None),
+     deployment_admin_only(200)),
+    ("GET {s}/erasures/{id}",
+     _erasure,
+     deployment_admin_only(200)),
+    ("GET {s}/erasures/derived",
+     lambda w, u: ("GET", f"{S}/erasures/derived", None),
+     review()),
     # operations
     ("GET /v1/ops/overview",
      lambda w, u: ("GET", "/v1/ops/overview", None),

@@ -25,17 +25,15 @@ from domain.errors import InvalidRequestError
 from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.source import Source
-from projections.provenance import (
+from projections.provenance import PROVENANCE, ProvenanceProjection, ProvenanceView
+from projections.provenance_nodes import (
     ARTIFACT_REVISION,
     CANDIDATE_VERSION,
     ENTRY_VERSION,
-    PROVENANCE,
     SOURCE,
     Dependent,
     Edge,
     Node,
-    ProvenanceProjection,
-    ProvenanceView,
     candidate_key,
     candidate_node,
     entry_node,

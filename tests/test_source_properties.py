@@ -1,10 +1,10 @@
 """Stateful properties of the Source aggregate: amend, withdraw and erase, and its content hash.
 
-A hypothesis state machine amends and withdraws one Source with random bodies, valid and
-invalid. A refused command carries its stable code and changes nothing; an amend to the same
-body is a no-op; a withdrawn or erased Source refuses everything and keeps no text. The content hash is
-always the deterministic hash of the current body, and the Source rebuilt from its events (or
-read back from SQLite and PostgreSQL) equals the live one.
+A hypothesis state machine amends, withdraws and erases one Source with random bodies, valid
+and invalid. A refused command carries its stable code and changes nothing; an amend to the
+same body is a no-op; a withdrawn or erased Source refuses everything and keeps no text. The
+content hash is always the deterministic hash of the current body, and the Source rebuilt
+from its events (or read back from SQLite and PostgreSQL) equals the live one.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import pytest
 from eventsourcing.persistence import ListenNotifySubscription, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
-from adapters.store.persistence import PollingSubscription, ReadSetSQLiteApplicationRecorder
+from adapters.store.recorders import PollingSubscription, ReadSetSQLiteApplicationRecorder
 
 
 def recorder(path: Path) -> ReadSetSQLiteApplicationRecorder:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from adapters.api.acting import Acting
 from adapters.api.schemas import AuditEventView, AuditView, ImpactedView, ImpactView, TraceView
 from domain.refs import ArtifactRef, check_family
-from projections.provenance import PROVENANCE, guarding_resource
+from projections.provenance import PROVENANCE
+from projections.provenance_nodes import guarding_resource
 
 
 def trace(acting: Acting, scope_id: str, family: str, artifact_id: str,

@@ -24,15 +24,13 @@ from domain.erasure import Erasure
 from domain.errors import DomainError
 from domain.ids import artifact_aggregate_id, candidate_aggregate_id
 from domain.refs import MEMORY
-from projections.provenance import (
+from projections.provenance import DERIVED, PROVENANCE, ProvenanceView
+from projections.provenance_nodes import (
     ARTIFACT_REVISION,
     CANDIDATE_VERSION,
     DEFAULT_MAX_DEPTH,
-    DERIVED,
     ENTRY_VERSION,
-    PROVENANCE,
     Node,
-    ProvenanceView,
     erased_nodes,
 )
 from projections.times import from_micros

@@ -13,6 +13,7 @@ from adapters.cli import (
     admin_commands,
     audit_commands,
     completion,
+    erasure_commands,
     mcp_command,
     portability_commands,
     record_commands,
@@ -46,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     # The order here is the order `dream --help` lists the commands in.
     for group in (service_commands, admin_commands, record_commands, run_commands,
-                  review_commands, audit_commands, webhook_commands, portability_commands,
+                  review_commands, audit_commands, erasure_commands, webhook_commands,
+                  portability_commands,
                   mcp_command, completion):
         group.add_commands(commands)
     return parser

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 STDIN = "-"
+SUBJECT_HELP = ("the data subject the record is about, e.g. a customer id (kept only as a "
+                "digest): `dream erase --subject` erases it (default: none)")
 
 
 def _json_object(raw: str | None, option: str) -> dict[str, Any] | None:
@@ -119,7 +121,8 @@ def _source_record(args: argparse.Namespace) -> int:
             args.scope, source_type=args.source_type, source_id=args.source_id,
             text=_text(args), payload=_json_object(args.payload_json, "--payload-json"),
             eligibility=args.eligibility, attempt_id=args.attempt_id,
-            occurred_at=args.occurred_at, sub_agent=True if args.sub_agent else None)
+            occurred_at=args.occurred_at, sub_agent=True if args.sub_agent else None,
+            subject=args.subject)
     if args.json:
         _print_json(source)
         return 0
@@ -146,7 +149,7 @@ def _memory_add(args: argparse.Namespace) -> int:
         entry = client.memories.add_entry(
             args.scope, memory_id=args.memory_id, entry_id=args.entry, kind=args.kind,
             text=_text(args) or "", sources=_source_refs(args.source),
-            expected_revision=args.expected_revision)
+            expected_revision=args.expected_revision, subject=args.subject)
     return _print_entry(entry, args.json, "added")
 
 
@@ -248,6 +251,7 @@ def _add_source_commands(commands: Commands) -> None:
                         help="when the work happened (default: when it is recorded)")
     record.add_argument("--sub-agent", action="store_true",
                         help="a sub-agent's Source: never counted by automatic dreaming")
+    record.add_argument("--subject", help=SUBJECT_HELP)
     record.set_defaults(handler=_source_record)
 
 
@@ -275,6 +279,8 @@ def _add_memory_commands(commands: Commands) -> None:
         entry.add_argument("--expected-revision", type=int, metavar="N",
                            help="refuse with a conflict unless the Memory's head is revision N "
                                 "(default: no check)")
+        if name == "add":
+            entry.add_argument("--subject", help=SUBJECT_HELP)
         if name == "revise":
             entry.add_argument("--expected-entry-version", metavar="ID",
                                help="refuse unless the entry's current version is ID "

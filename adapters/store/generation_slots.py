@@ -35,10 +35,8 @@ from typing import Protocol
 from eventsourcing.postgres import PostgresDatastore
 
 from adapters.settings import Settings
-from adapters.store.persistence import (
-    DreamPostgresFactory,
-    postgres_env,
-)
+from adapters.store.persistence import postgres_env
+from adapters.store.recorders import DreamPostgresFactory
 from adapters.store.side_file import SideFile
 from projections.dialect import POSTGRES, SQLITE, Columns, Dialect, ViewCursor
 

@@ -24,7 +24,7 @@ class EraseRequest(Strict):
     memory_entry: MemoryEntryBody | None = Field(
         default=None, description="One Memory entry: every version of it.")
     subject: str | None = Field(
-        default=None, max_length=256,
+        default=None,
         description="Every Source and Memory entry recorded for this data subject in the "
                     "scope (`subject` at recording) whose key still exists.")
     reason: str = Field(description="Why (kept in the history; 1-2000 bytes).")

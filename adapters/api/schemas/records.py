@@ -54,7 +54,7 @@ class RecordSource(Strict):
     occurred_at: IsoDateTime | None = None
     sub_agent: bool = Field(default=False, description=(
         "Recorded by a sub-agent: stored and citable, never counted by automatic dreaming."))
-    subject: str | None = Field(default=None, max_length=256, description=(
+    subject: str | None = Field(default=None, description=(
         "The data subject this record is about (1-256 printable characters), kept only as a "
         "digest beside the record's data key: erasing the subject erases it (docs/erasure.md)."))
 
@@ -84,7 +84,7 @@ class AddEntry(Strict):
     sources: list[SourceRefBody] = Field(default_factory=list)
     artifacts: list[ArtifactRefBody] = Field(default_factory=list)
     expected_revision: int | None = None
-    subject: str | None = Field(default=None, max_length=256, description=(
+    subject: str | None = Field(default=None, description=(
         "The data subject this record is about (1-256 printable characters), kept only as a "
         "digest beside the record's data key: erasing the subject erases it (docs/erasure.md)."))
 

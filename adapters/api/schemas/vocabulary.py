@@ -16,7 +16,7 @@ from domain.auto_dream import GateName
 from domain.candidate import CANDIDATE_FAMILIES, CandidateStatus
 from domain.dream_request import DreamOperation
 from domain.dream_run import RunOutcome, RunStatus, RunTrigger
-from projections.provenance import NODE_KINDS
+from projections.provenance_nodes import NODE_KINDS
 
 # Candidates propose, and the knowledge read model lists, only these families.
 ReviewedFamilyName = Literal["experience", "skill"]

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import httpx
 
 from dream_client.connection import Connection, api_path, with_query
+from dream_client.erasures import ErasuresClient
 from dream_client.errors import error_from
 from dream_client.knowledge import AuditClient, KnowledgeClient
 from dream_client.models import Health, OpsOverview
@@ -62,6 +63,7 @@ class DreamClient:
         self.knowledge = KnowledgeClient(api)
         self.audit = AuditClient(api)
         self.webhooks = WebhooksClient(api)
+        self.erasures = ErasuresClient(api)
 
     def __enter__(self) -> DreamClient:
         return self

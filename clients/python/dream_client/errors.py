@@ -429,6 +429,48 @@ class WebhookNotFoundError(ApiError):
     code = "webhook_not_found"
 
 
+# -- erasure (docs/erasure.md) -------------------------------------------------------------------
+
+class SourceErasedError(ApiError):
+    """The Source was erased: it can be neither recorded again nor amended."""
+
+    code = "source_erased"
+
+
+class MemoryEntryErasedError(ApiError):
+    code = "memory_entry_erased"
+
+
+class AlreadyErasedError(ApiError):
+    code = "already_erased"
+
+
+class SubjectNotFoundError(ApiError):
+    """No record of this data subject is left to erase in the scope."""
+
+    code = "subject_not_found"
+
+
+class SubjectConflictError(ApiError):
+    """The record was first recorded for another data subject, or for none."""
+
+    code = "subject_conflict"
+
+
+class RecordNotSealedError(ApiError):
+    """The record was stored before sealing existed: it cannot be erased provably."""
+
+    code = "record_not_sealed"
+
+
+class EvidenceErasedError(ApiError):
+    code = "evidence_erased"
+
+
+class ErasureNotFoundError(ApiError):
+    code = "erasure_not_found"
+
+
 _CODED_ERRORS: tuple[type[ApiError], ...] = tuple(
     cls for cls in list(globals().values())
     if isinstance(cls, type) and issubclass(cls, ApiError) and cls is not ApiError)

@@ -139,6 +139,11 @@ class CandidateSummaryView(BaseModel):
     decided_at: AwareDatetime | None = Field(..., title='Decided At')
     decided_by: str | None = Field(..., title='Decided By')
     decision_reason: str | None = Field(..., title='Decision Reason')
+    evidence_erased: bool | None = Field(
+        False,
+        description='Evidence of one of its versions was erased (ids and hashes remain): review it with that in mind (docs/erasure.md).',
+        title='Evidence Erased',
+    )
     family: str = Field(..., title='Family')
     proposed_at: AwareDatetime = Field(..., title='Proposed At')
     proposer: str = Field(..., title='Proposer')
@@ -268,13 +273,50 @@ class DeliveryView(BaseModel):
     )
 
 
+class Kind(StrEnum):
+    artifact_revision = 'artifact_revision'
+    candidate_version = 'candidate_version'
+    entry_version = 'entry_version'
+    source = 'source'
+
+
+class Status4(StrEnum):
+    """
+    `pending`: a Candidate awaiting review; `head`: the latest revision of an Experience or Skill; `current`: the current version of an active Memory entry.
+    """
+
+    pending = 'pending'
+    head = 'head'
+    current = 'current'
+
+
+class DerivedItem(BaseModel):
+    erasure_id: str = Field(..., title='Erasure Id')
+    key: str = Field(..., title='Key')
+    kind: Kind = Field(..., title='Kind')
+    status: Status4 = Field(
+        ...,
+        description='`pending`: a Candidate awaiting review; `head`: the latest revision of an Experience or Skill; `current`: the current version of an active Memory entry.',
+        title='Status',
+    )
+
+
+class DerivedQueue(BaseModel):
+    """
+    What reviewers revise or retire: knowledge still derived from erased evidence.
+    """
+
+    items: list[DerivedItem] = Field(..., title='Items')
+    scope_id: str = Field(..., title='Scope Id')
+
+
 class Outcome1(StrEnum):
     proposed = 'proposed'
     no_change = 'no_change'
     needs_evidence = 'needs_evidence'
 
 
-class Status4(StrEnum):
+class Status5(StrEnum):
     queued = 'queued'
     running = 'running'
     succeeded = 'succeeded'
@@ -307,7 +349,7 @@ class DreamRunSummary(BaseModel):
     run_id: str = Field(..., title='Run Id')
     scope_id: str = Field(..., title='Scope Id')
     started_at: AwareDatetime | None = Field(..., title='Started At')
-    status: Status4 = Field(..., title='Status')
+    status: Status5 = Field(..., title='Status')
     target: ArtifactRefBody | None
     trigger: Trigger = Field(
         ...,
@@ -328,6 +370,60 @@ class DueScopeView(BaseModel):
         title='Pending',
     )
     scope_id: str = Field(..., title='Scope Id')
+
+
+class ErasedNode(BaseModel):
+    key: str = Field(..., title='Key')
+    kind: Kind = Field(..., title='Kind')
+
+
+class Kind2(StrEnum):
+    source = 'source'
+    memory_entry = 'memory_entry'
+    subject = 'subject'
+
+
+class ErasureSummary(BaseModel):
+    derived: int = Field(..., title='Derived')
+    erased_at: AwareDatetime = Field(..., title='Erased At')
+    erasure_id: str = Field(..., title='Erasure Id')
+    kind: Kind2 = Field(..., title='Kind')
+    position: int = Field(..., title='Position')
+    records: int = Field(..., title='Records')
+
+
+class ErasureView(BaseModel):
+    derived: list[ErasedNode] = Field(
+        ...,
+        description='The Candidate versions, Artifact revisions and Memory entry versions derived from them when the erasure was made.',
+        title='Derived',
+    )
+    erased_at: AwareDatetime = Field(..., title='Erased At')
+    erased_by: str | None = Field(..., title='Erased By')
+    erasure_id: str = Field(..., title='Erasure Id')
+    kind: Kind2 = Field(..., title='Kind')
+    position: int | None = Field(
+        ...,
+        description="Event position of what is shown: the last event a command produced, or on a read or an idempotent replay the aggregate's last event (wait for it with `after=`); null only for an exact historical version read.",
+        title='Position',
+    )
+    reason: str = Field(..., title='Reason')
+    records: list[dict[str, Any]] = Field(
+        ...,
+        description='Each erased record by its ids and content hashes, never its text.',
+        title='Records',
+    )
+    scope_id: str = Field(..., title='Scope Id')
+    scrubbed: dict[str, Any] | None = Field(
+        None,
+        description='What the store did to leave no byte of the destroyed keys in its files (only in the answer to the erasure).',
+        title='Scrubbed',
+    )
+    target: dict[str, Any] = Field(
+        ...,
+        description='What was named: a Source or Memory entry by its ids, a subject by its digest only.',
+        title='Target',
+    )
 
 
 class ErrorBody(BaseModel):
@@ -379,7 +475,7 @@ class GrantRole(BaseModel):
     role: str = Field(..., title='Role')
 
 
-class Status6(StrEnum):
+class Status7(StrEnum):
     """
     degraded while the store cannot be reached, a read model cannot follow it (both: HTTP 503) or a read model holds dead letters (HTTP 200)
     """
@@ -388,7 +484,7 @@ class Status6(StrEnum):
     degraded = 'degraded'
 
 
-class Kind(StrEnum):
+class Kind4(StrEnum):
     artifact_revision = 'artifact_revision'
     candidate_version = 'candidate_version'
     entry_version = 'entry_version'
@@ -402,7 +498,7 @@ class ImpactedView(BaseModel):
         title='Depth',
     )
     key: str = Field(..., title='Key')
-    kind: Kind = Field(..., title='Kind')
+    kind: Kind4 = Field(..., title='Kind')
 
 
 class IssueToken(BaseModel):
@@ -482,6 +578,14 @@ class MemoryCitationBody(BaseModel):
     memory_ref: ArtifactRefBody
 
 
+class MemoryEntryBody(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    entry_id: str = Field(..., title='Entry Id')
+    memory_id: str = Field(..., title='Memory Id')
+
+
 class ModelCallsView(BaseModel):
     buckets: list[LatencyBucket] = Field(..., title='Buckets')
     count: int = Field(..., description='Calls timed.', title='Count')
@@ -548,6 +652,11 @@ class RecordSource(BaseModel):
         description='Recorded by a sub-agent: stored and citable, never counted by automatic dreaming.',
         title='Sub Agent',
     )
+    subject: str | None = Field(
+        None,
+        description="The data subject this record is about (1-256 printable characters), kept only as a digest beside the record's data key: erasing the subject erases it (docs/erasure.md).",
+        title='Subject',
+    )
     text: str | None = Field(None, title='Text')
 
 
@@ -561,7 +670,7 @@ class RejectCandidate(BaseModel):
     reason: str = Field(..., title='Reason')
 
 
-class Kind1(StrEnum):
+class Kind5(StrEnum):
     artifact = 'artifact'
     source = 'source'
 
@@ -572,7 +681,7 @@ class ResourceBody(BaseModel):
     )
     artifact_id: str | None = Field(None, title='Artifact Id')
     family: str | None = Field(None, title='Family')
-    kind: Kind1 = Field(..., title='Kind')
+    kind: Kind5 = Field(..., title='Kind')
     source_id: str | None = Field(None, title='Source Id')
     source_type: str | None = Field(None, title='Source Type')
 
@@ -711,6 +820,11 @@ class SourceView(BaseModel):
     attempt_id: str | None = Field(..., title='Attempt Id')
     content_hash: str = Field(..., title='Content Hash')
     eligibility: str = Field(..., title='Eligibility')
+    erased: bool = Field(
+        ...,
+        description='Erased: its text and payload are gone for good (both read as null); ids and hash remain.',
+        title='Erased',
+    )
     occurred_at: AwareDatetime | None = Field(..., title='Occurred At')
     payload: dict[str, Any] | None = Field(..., title='Payload')
     position: int | None = Field(
@@ -791,7 +905,7 @@ class Usage(BaseModel):
     )
 
 
-class Status7(StrEnum):
+class Status8(StrEnum):
     """
     `needs_secret`: this deployment's outbox has no secret for `secret_fingerprint` (an imported subscription: bundles carry no secret), so nothing is delivered until one is set with `POST …/secret`.
     """
@@ -817,7 +931,7 @@ class WebhookView(BaseModel):
         description="`sha256:` and the first 16 hex digits of the secret's SHA-256; never the secret.",
         title='Secret Fingerprint',
     )
-    status: Status7 = Field(
+    status: Status8 = Field(
         ...,
         description="`needs_secret`: this deployment's outbox has no secret for `secret_fingerprint` (an imported subscription: bundles carry no secret), so nothing is delivered until one is set with `POST …/secret`.",
         title='Status',
@@ -849,6 +963,11 @@ class AddEntry(BaseModel):
     expected_revision: int | None = Field(None, title='Expected Revision')
     kind: str = Field(..., title='Kind')
     sources: list[SourceRefBody] | None = Field(None, title='Sources')
+    subject: str | None = Field(
+        None,
+        description="The data subject this record is about (1-256 printable characters), kept only as a digest beside the record's data key: erasing the subject erases it (docs/erasure.md).",
+        title='Subject',
+    )
     text: str = Field(..., title='Text')
 
 
@@ -986,7 +1105,7 @@ class DreamRunView(BaseModel):
     run_id: str = Field(..., title='Run Id')
     scope_id: str = Field(..., title='Scope Id')
     started_at: AwareDatetime | None = Field(..., title='Started At')
-    status: Status4 = Field(..., title='Status')
+    status: Status5 = Field(..., title='Status')
     target: ArtifactRefBody | None
     terminal: bool = Field(..., title='Terminal')
     trigger: Trigger = Field(
@@ -1020,6 +1139,33 @@ class EntryVersionView(BaseModel):
     version: int = Field(..., title='Version')
 
 
+class EraseRequest(BaseModel):
+    """
+    Exactly one of ``source``, ``memory_entry``, ``subject``, and why.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    memory_entry: MemoryEntryBody | None = Field(
+        None, description='One Memory entry: every version of it.'
+    )
+    reason: str = Field(
+        ..., description='Why (kept in the history; 1-2000 bytes).', title='Reason'
+    )
+    source: SourceRefBody | None = Field(None, description='One Source.')
+    subject: str | None = Field(
+        None,
+        description='Every Source and Memory entry recorded for this data subject in the scope (`subject` at recording) whose key still exists.',
+        title='Subject',
+    )
+
+
+class ErasureList(BaseModel):
+    erasures: list[ErasureSummary] = Field(..., title='Erasures')
+    scope_id: str = Field(..., title='Scope Id')
+
+
 class EvidenceNodeView(BaseModel):
     artifact: ArtifactRefBody | None
     current_entry_version_id: str | None = Field(..., title='Current Entry Version Id')
@@ -1040,7 +1186,7 @@ class Health(BaseModel):
     reasons: list[str] | None = Field(
         None, description='Why it is degraded.', title='Reasons'
     )
-    status: Status6 = Field(
+    status: Status7 = Field(
         ...,
         description='degraded while the store cannot be reached, a read model cannot follow it (both: HTTP 503) or a read model holds dead letters (HTTP 200)',
         title='Status',

@@ -31,15 +31,16 @@ class SourcesClient(SubClient):
                text: str | None = None, payload: Mapping[str, Any] | None = None,
                eligibility: str | None = None, attempt_id: str | None = None,
                occurred_at: datetime | str | None = None,
-               sub_agent: bool | None = None) -> SourceView:
+               sub_agent: bool | None = None, subject: str | None = None) -> SourceView:
         """Record a Source; recording an identical one again answers ``position=None``.
-        ``sub_agent=True``: a sub-agent's Source, never counted by automatic dreaming."""
+        ``sub_agent=True``: a sub-agent's Source, never counted by automatic dreaming.
+        ``subject``: the data subject it is about; erasing the subject erases it."""
         return self._api.call(SourceView, "POST", api_path("scopes", scope_id, "sources"),
                               without_none(source_type=source_type, source_id=source_id,
                                            text=text, payload=optional_dict(payload),
                                            eligibility=eligibility, attempt_id=attempt_id,
                                            occurred_at=iso_text(occurred_at),
-                                           sub_agent=sub_agent))
+                                           sub_agent=sub_agent, subject=subject))
 
     def get(self, scope_id: str, *, source_type: str, source_id: str) -> SourceView:
         path = (api_path("scopes", scope_id, "sources", source_type) + "/"
@@ -93,13 +94,17 @@ class MemoriesClient(SubClient):
     def add_entry(self, scope_id: str, *, memory_id: str, entry_id: str, kind: str, text: str,
                   sources: Iterable[SourceRefLike] = (),
                   artifacts: Iterable[ArtifactRefLike] = (),
-                  expected_revision: int | None = None) -> EntryVersionView:
+                  expected_revision: int | None = None,
+                  subject: str | None = None) -> EntryVersionView:
+        """A new entry; ``subject``: the data subject its text is about (every version is
+        erased with the subject)."""
         return self._api.call(EntryVersionView, "POST",
                               api_path("scopes", scope_id, "memories", memory_id, "entries"),
                               without_none(entry_id=entry_id, kind=kind, text=text,
                                            sources=ref_list(sources),
                                            artifacts=ref_list(artifacts),
-                                           expected_revision=expected_revision))
+                                           expected_revision=expected_revision,
+                                           subject=subject))
 
     def revise_entry(self, scope_id: str, *, memory_id: str, entry_id: str, kind: str,
                      text: str, sources: Iterable[SourceRefLike] = (),

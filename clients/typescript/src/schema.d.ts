@@ -465,6 +465,72 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/scopes/{scope_id}/erasures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Erasures
+         * @description The scope's erasures, the latest first.
+         */
+        get: operations["list_erasures_v1_scopes__scope_id__erasures_get"];
+        put?: never;
+        /**
+         * Erase
+         * @description Destroy the data keys of what ``body`` names (one Source; one Memory entry, every
+         *     version; or every record of a data subject) and record the erasure: who, when, why, and
+         *     what by ids and hashes. Its text can never be read again; the knowledge derived from it
+         *     is listed in ``derived`` and in the queue ``…/erasures/derived``.
+         */
+        post: operations["erase_v1_scopes__scope_id__erasures_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/scopes/{scope_id}/erasures/derived": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Derived
+         * @description Derived from erased evidence and still in use: pending Candidates, head revisions of
+         *     Experiences and Skills, current versions of active Memory entries. Revise or retire
+         *     them; each leaves the queue when it is no longer current.
+         */
+        get: operations["derived_v1_scopes__scope_id__erasures_derived_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/scopes/{scope_id}/erasures/{erasure_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Erasure */
+        get: operations["get_erasure_v1_scopes__scope_id__erasures__erasure_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/scopes/{scope_id}/events": {
         parameters: {
             query?: never;
@@ -898,6 +964,11 @@ export interface components {
             kind: string;
             /** Sources */
             sources?: components["schemas"]["SourceRefBody"][];
+            /**
+             * Subject
+             * @description The data subject this record is about (1-256 printable characters), kept only as a digest beside the record's data key: erasing the subject erases it (docs/erasure.md).
+             */
+            subject?: string | null;
             /** Text */
             text: string;
         };
@@ -1127,6 +1198,12 @@ export interface components {
             decided_by: string | null;
             /** Decision Reason */
             decision_reason: string | null;
+            /**
+             * Evidence Erased
+             * @description Evidence of one of its versions was erased (ids and hashes remain): review it with that in mind (docs/erasure.md).
+             * @default false
+             */
+            evidence_erased: boolean;
             /** Family */
             family: string;
             /**
@@ -1376,6 +1453,34 @@ export interface components {
              */
             status_code: number | null;
         };
+        /** DerivedItem */
+        DerivedItem: {
+            /** Erasure Id */
+            erasure_id: string;
+            /** Key */
+            key: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "artifact_revision" | "candidate_version" | "entry_version" | "source";
+            /**
+             * Status
+             * @description `pending`: a Candidate awaiting review; `head`: the latest revision of an Experience or Skill; `current`: the current version of an active Memory entry.
+             * @enum {string}
+             */
+            status: "pending" | "head" | "current";
+        };
+        /**
+         * DerivedQueue
+         * @description What reviewers revise or retire: knowledge still derived from erased evidence.
+         */
+        DerivedQueue: {
+            /** Items */
+            items: components["schemas"]["DerivedItem"][];
+            /** Scope Id */
+            scope_id: string;
+        };
         /** DreamRunPage */
         DreamRunPage: {
             /** Next Cursor */
@@ -1536,6 +1641,116 @@ export interface components {
             text: string;
             /** Version */
             version: number;
+        };
+        /**
+         * EraseRequest
+         * @description Exactly one of ``source``, ``memory_entry``, ``subject``, and why.
+         */
+        EraseRequest: {
+            /** @description One Memory entry: every version of it. */
+            memory_entry?: components["schemas"]["MemoryEntryBody"] | null;
+            /**
+             * Reason
+             * @description Why (kept in the history; 1-2000 bytes).
+             */
+            reason: string;
+            /** @description One Source. */
+            source?: components["schemas"]["SourceRefBody"] | null;
+            /**
+             * Subject
+             * @description Every Source and Memory entry recorded for this data subject in the scope (`subject` at recording) whose key still exists.
+             */
+            subject?: string | null;
+        };
+        /** ErasedNode */
+        ErasedNode: {
+            /** Key */
+            key: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "artifact_revision" | "candidate_version" | "entry_version" | "source";
+        };
+        /** ErasureList */
+        ErasureList: {
+            /** Erasures */
+            erasures: components["schemas"]["ErasureSummary"][];
+            /** Scope Id */
+            scope_id: string;
+        };
+        /** ErasureSummary */
+        ErasureSummary: {
+            /** Derived */
+            derived: number;
+            /**
+             * Erased At
+             * Format: date-time
+             */
+            erased_at: string;
+            /** Erasure Id */
+            erasure_id: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "source" | "memory_entry" | "subject";
+            /** Position */
+            position: number;
+            /** Records */
+            records: number;
+        };
+        /** ErasureView */
+        ErasureView: {
+            /**
+             * Derived
+             * @description The Candidate versions, Artifact revisions and Memory entry versions derived from them when the erasure was made.
+             */
+            derived: components["schemas"]["ErasedNode"][];
+            /**
+             * Erased At
+             * Format: date-time
+             */
+            erased_at: string;
+            /** Erased By */
+            erased_by: string | null;
+            /** Erasure Id */
+            erasure_id: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "source" | "memory_entry" | "subject";
+            /**
+             * Position
+             * @description Event position of what is shown: the last event a command produced, or on a read or an idempotent replay the aggregate's last event (wait for it with `after=`); null only for an exact historical version read.
+             */
+            position: number | null;
+            /** Reason */
+            reason: string;
+            /**
+             * Records
+             * @description Each erased record by its ids and content hashes, never its text.
+             */
+            records: {
+                [key: string]: unknown;
+            }[];
+            /** Scope Id */
+            scope_id: string;
+            /**
+             * Scrubbed
+             * @description What the store did to leave no byte of the destroyed keys in its files (only in the answer to the erasure).
+             */
+            scrubbed?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Target
+             * @description What was named: a Source or Memory entry by its ids, a subject by its digest only.
+             */
+            target: {
+                [key: string]: unknown;
+            };
         };
         /** ErrorBody */
         ErrorBody: {
@@ -1835,6 +2050,13 @@ export interface components {
             entry_version_id: string;
             memory_ref: components["schemas"]["ArtifactRefBody"];
         };
+        /** MemoryEntryBody */
+        MemoryEntryBody: {
+            /** Entry Id */
+            entry_id: string;
+            /** Memory Id */
+            memory_id: string;
+        };
         /** ModelCallsView */
         ModelCallsView: {
             /** Buckets */
@@ -2037,6 +2259,11 @@ export interface components {
              * @default false
              */
             sub_agent: boolean;
+            /**
+             * Subject
+             * @description The data subject this record is about (1-256 printable characters), kept only as a digest beside the record's data key: erasing the subject erases it (docs/erasure.md).
+             */
+            subject?: string | null;
             /** Text */
             text?: string | null;
         };
@@ -2387,6 +2614,11 @@ export interface components {
             content_hash: string;
             /** Eligibility */
             eligibility: string;
+            /**
+             * Erased
+             * @description Erased: its text and payload are gone for good (both read as null); ids and hash remain.
+             */
+            erased: boolean;
             /** Occurred At */
             occurred_at: string | null;
             /** Payload */
@@ -4675,6 +4907,315 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DreamRunView"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_erasures_v1_scopes__scope_id__erasures_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureList"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    erase_v1_scopes__scope_id__erasures_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EraseRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureView"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    derived_v1_scopes__scope_id__erasures_derived_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DerivedQueue"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The caller lacks the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid request or a domain rule violated */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    get_erasure_v1_scopes__scope_id__erasures__erasure_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope_id: string;
+                erasure_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureView"];
                 };
             };
             /** @description No valid bearer token */
