@@ -26,6 +26,7 @@ from domain.auto_dream import AutoDream
 from domain.candidate import Candidate
 from domain.dream_queue import DreamQueue
 from domain.dream_run import DreamRun
+from domain.erasure import Erasure
 from domain.errors import WebhookNotFoundError
 from domain.policy import Caller
 from domain.proposal_record import ProposalRecord
@@ -38,7 +39,8 @@ WEBHOOK_ID_PREFIX = "wh_"
 _PAGE = 500
 # The aggregates whose events a scope's feed carries (deployment-wide ones have no scope).
 SCOPED_AGGREGATES: tuple[type[Aggregate], ...] = (
-    Scope, Source, Artifact, Candidate, DreamRun, DreamQueue, AutoDream, ProposalRecord, Webhook)
+    Scope, Source, Artifact, Candidate, DreamRun, DreamQueue, AutoDream, ProposalRecord, Webhook,
+    Erasure)
 KeepSecret = Callable[[UUID, str, str], None]  # (subscription key, fingerprint, secret)
 
 

@@ -65,6 +65,16 @@ def test_demo_prints_the_manifest_and_history(tmp_path: Path) -> None:
         package["skill_md"].encode()).hexdigest()
     assert package["digest"] == skill["provenance"]["package_digest"]
     assert_the_automatic_window_ran_and_moved_the_cursor(report["automatic_dreaming"])
+    erasure = report["erasure"]
+    assert erasure["source_after"]["erased"] is True
+    assert erasure["source_after"]["text"] is None
+    assert erasure["derived"] == [{"kind": "candidate_version", "key": "callback-window@1",
+                                   "depth": 1}]
+    assert erasure["candidate_flagged"] is True
+    # The customer's name never reached a file of the store.
+    found = subprocess.run(["grep", "-rlaF", "Dana Example", str(tmp_path)],
+                           capture_output=True, text=True, check=False)
+    assert found.stdout == ""
     # Every read model the demo left, automatic dreaming's record log included, replays equal.
     replayed = dream("audit", "replay", "--data-dir", str(tmp_path))
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from adapters.cli.demo_auto import dream_automatically, render_automatic
+from adapters.cli.demo_erasure import forget_a_customer, render_erasure
 from adapters.generators.factory import GeneratorRegistry
 from adapters.generators.offline import OfflineGenerator
 from adapters.settings import Settings
@@ -38,6 +39,8 @@ from domain.refs import ArtifactFamily, ArtifactRef, Lineage, MemoryCitation, So
 from projections.auto_records import AUTO_RECORDS, AutoRecordsView
 from projections.catalog import READ_MODELS
 from projections.knowledge import KNOWLEDGE, KnowledgeItem, KnowledgeView
+from projections.provenance import PROVENANCE
+from projections.review_inbox import REVIEW_INBOX
 
 TASKS = {
     "deploy-42": ("Deploy failed: the image tag 'latest' moved between build and rollout. "
@@ -48,7 +51,7 @@ TASKS = {
                 "Refunded, then retried with key K; exactly one charge."),
 }
 
-STEPS = 12
+STEPS = 13
 NOTES = "team-notes"  # the demo's one Memory
 EXPERIENCE_ID = "pin-by-digest"  # the Experience written by a management write
 TASK = "task"  # the source type of the task records
@@ -112,16 +115,16 @@ def run_demo(app: Dreaming, settings: Settings, scope_id: str,
         running = {spec.name: stack.enter_context(
                        start_projection(spec, settings, lease=view_lease(settings, spec.name)))
                    for spec in READ_MODELS}
-        report = _run_demo(app, running[KNOWLEDGE.name], running[AUTO_RECORDS.name], scope_id,
-                           say)
+        report = _run_demo(app, running, scope_id, say)
         for projection in running.values():
             projection.catch_up()
         return report
 
 
-def _run_demo(app: Dreaming, knowledge: RunningProjection[KnowledgeView],
-              auto_records: RunningProjection[AutoRecordsView], scope_id: str,
+def _run_demo(app: Dreaming, running: dict[str, RunningProjection[Any]], scope_id: str,
               say: Callable[[str], None]) -> dict[str, Any]:
+    knowledge: RunningProjection[KnowledgeView] = running[KNOWLEDGE.name]
+    auto_records: RunningProjection[AutoRecordsView] = running[AUTO_RECORDS.name]
     demo = _Demo(app, scope_id, say, app.executor(GeneratorRegistry(OfflineGenerator())))
     _record_sources(demo)
     first = _write_entries(demo)
@@ -139,6 +142,10 @@ def _run_demo(app: Dreaming, knowledge: RunningProjection[KnowledgeView],
                   "admitting, running and settling their window")
     report["automatic_dreaming"] = dream_automatically(app, scope_id, auto_records,
                                                        partial(_execute, demo))
+    demo.step(13, "Forgetting a customer: recording a support call for them, building on it, "
+                  "erasing them")
+    report["erasure"] = forget_a_customer(app, scope_id, running[PROVENANCE.name],
+                                          running[REVIEW_INBOX.name])
     return report
 
 
@@ -363,6 +370,7 @@ def render(report: dict[str, Any], write: Callable[[str], None]) -> None:
         for event in events:
             write(f"  v{event['version']:<3} {event['event']:<28} {event.get('entry_id', '')}")
     render_automatic(report["automatic_dreaming"], write)
+    render_erasure(report["erasure"], write)
 
 
 def _render_dream(dream: dict[str, Any], write: Callable[[str], None]) -> None:
