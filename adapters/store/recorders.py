@@ -141,7 +141,10 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     def insert_events(self, stored_events: Sequence[StoredEvent],
                       **kwargs: Any) -> Sequence[int] | None:
         with counted_commit(self.store_kind):
-            return super().insert_events(stored_events, **kwargs)
+            inserted = super().insert_events(stored_events, **kwargs)
+        if self.data_keys is not None:
+            self.data_keys.committed()
+        return inserted
 
     def scrub(self) -> dict[str, object]:
         """A checkpoint that truncates the write-ahead log: the frames that held destroyed keys
@@ -367,9 +370,11 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
                 moved = _moved(read_set, current)
                 if moved:
                     raise ReadSetChangedError(moved)
-            if not stored_events:
-                return []
-            return self._fetch_ids_after_insert_events(inserted, stored_events, **kwargs)
+            ids = ([] if not stored_events
+                   else self._fetch_ids_after_insert_events(inserted, stored_events, **kwargs))
+        if self.data_keys is not None:
+            self.data_keys.committed()
+        return ids
 
     @cached_property
     def _statements(self) -> dict[str, bytes]:

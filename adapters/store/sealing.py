@@ -57,6 +57,7 @@ SEALED_FIELDS: dict[type, tuple[str, ...]] = {
 }
 """The event fields that can hold personal data (docs/erasure.md lists them for users)."""
 ARTIFACT_TOPIC = get_topic(Artifact)
+FIRST_EVENTS = (Source.Recorded, Artifact.EntryAdded)  # a record's first sealed event
 
 
 @dataclass(frozen=True)
@@ -146,11 +147,19 @@ class DataKeys:
                           (key_id.hex,))
         return self._remember(key_id, bytes(rows[0][0])) if rows else None
 
-    def for_writing(self, record: KeyRecord, scope_id: str | None) -> bytes:
-        """The record's key; a new one (with the subject tagged for it) if it has none."""
-        key = self.key(record.key_id)
+    def for_writing(self, record: KeyRecord, scope_id: str | None, *, first: bool) -> bytes:
+        """The record's key; a new one (with the subject tagged for it) if it has none.
+
+        ``first``: the record's first event (a Source recorded, an entry added), whose key
+        cannot exist yet: keys are stored only with their record's events, so no lookup."""
+        new = self._new().get(record.key_id)
+        if new is not None:
+            return bytes(new[5])
+        key = None if first else self.key(record.key_id)
         if key is not None:
             return key
+        if not self._ready:  # the recorder inserts it: the table must exist by then
+            self.create_table()
         key = os.urandom(KEY_BYTES)
         tagged_scope, subject = self._subjects().pop(record.key_id, (scope_id, None))
         self._new()[record.key_id] = (record.key_id.hex, record.aggregate_id.hex,
@@ -175,7 +184,15 @@ class DataKeys:
         rows = list(new.values())
         new.clear()
         self._subjects().clear()
+        self._local.taken = rows
         return rows
+
+    def committed(self) -> None:
+        """The keys last taken are stored: remember them (never before: a key remembered
+        for a transaction that failed would seal the retry under a key no one stored)."""
+        for row in getattr(self._local, "taken", ()):
+            self._remember(UUID(row[0]), row[5])
+        self._local.taken = []
 
     def of_subject(self, scope_id: str, subject: str) -> list[KeyRecord]:
         """The records kept for a subject (a digest) whose keys still exist."""
@@ -240,7 +257,8 @@ class SealingMapper(Mapper[UUID]):
                            domain_event.originator_id, entry_id)
         if not any(state[name] for name in fields):
             return domain_event
-        key = self.keys.for_writing(record, state.get("scope_id"))
+        key = self.keys.for_writing(record, state.get("scope_id"),
+                                    first=type(domain_event) in FIRST_EVENTS)
         sealed = copy.copy(domain_event)
         for name in fields:
             if state[name]:
