@@ -20,7 +20,12 @@ from application.audit import AUDITABLE
 from domain.errors import InvalidRequestError
 from domain.refs import ArtifactRef, check_family
 from projections.catalog import READ_MODELS, read_model
-from projections.provenance import ARTIFACT_REVISION, CANDIDATE_VERSION, ENTRY_VERSION, SOURCE
+from projections.provenance_nodes import (
+    ARTIFACT_REVISION,
+    CANDIDATE_VERSION,
+    ENTRY_VERSION,
+    SOURCE,
+)
 
 
 def _audit_replay(args: argparse.Namespace) -> int:
