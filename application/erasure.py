@@ -96,6 +96,8 @@ class Erased:
 
 
 class Erasures:
+    """Erasing records and reading erasures: a deployment administrator's, in any scope."""
+
     def __init__(self, gate: ScopeGate, records: Records) -> None:
         self.gate = gate
         self.store = gate.store

@@ -26,6 +26,7 @@ from domain.ids import source_aggregate_id
 from domain.policy import LOCAL, Caller
 from domain.refs import SourceRef
 from tests.property_support import STORED, replay
+from tests.test_review import refused
 
 NO_DERIVED: Callable[[str, Any], list[dict[str, Any]]] = lambda scope, records: []  # noqa: E731
 
@@ -33,15 +34,6 @@ NO_DERIVED: Callable[[str, Any], list[dict[str, Any]]] = lambda scope, records: 
 def erase(app: Dreaming, scope: str, target: ErasureTarget, caller: Caller = LOCAL,
           reason: str = "asked to be forgotten") -> Erasure:
     return app.erasures.erase(caller, scope, target, reason, NO_DERIVED).value.erasure
-
-
-def refused(app: Dreaming, code: str, command: Callable[[], object]) -> None:
-    """Refused with ``code``, and the store holds exactly what it held."""
-    before = app.store.max_position()
-    with pytest.raises(DomainError) as raised:
-        command()
-    assert raised.value.code == code, repr(raised.value)
-    assert app.store.max_position() == before
 
 
 @pytest.fixture
