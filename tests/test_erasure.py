@@ -207,6 +207,9 @@ def test_forgetting_a_patient_leaves_no_byte_and_sends_derived_knowledge_to_revi
             ("pending-lesson", True)]
         assert ("candidate_version", "pending-lesson@1", "pending") in {
             (i["kind"], i["key"], i["status"]) for i in queue}
+        refused = http.post(f"/v1/scopes/{S}/candidates/pending-lesson/approve",
+                            json={"expected_version": 1})
+        assert (refused.status_code, refused.json()["error"]["code"]) == (409, "evidence_erased")
         app.review.reject_candidate(ADMIN, S, "pending-lesson", 1, "built on erased evidence")
         # A reviewer revises the Experience: it leaves the queue.
         app.records.replace_artifact(ADMIN, S, "experience", lesson.artifact_id,

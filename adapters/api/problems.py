@@ -36,7 +36,7 @@ _STATUS_CODES: dict[int, tuple[str, ...]] = {
           "artifact_conflict", "memory_entry_exists", "candidate_exists", "candidate_conflict",
           "candidate_terminal", "write_conflict", "idempotency_conflict", "principal_exists",
           "source_erased", "memory_entry_erased", "already_erased", "record_not_sealed",
-          "subject_conflict"),
+          "subject_conflict", "evidence_erased"),
     413: ("payload_too_large",),
     429: ("capacity_exceeded",),
     503: ("access_unavailable", "capability_unavailable", "read_model_behind",
