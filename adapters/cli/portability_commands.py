@@ -94,6 +94,8 @@ def _migrate(args: argparse.Namespace) -> int:
                           "target_chain": report.target_chain,
                           "webhooks": report.webhooks,
                           "webhooks_equal": report.webhooks_equal,
+                          "data_keys": report.data_keys,
+                          "data_keys_equal": report.data_keys_equal,
                           "read_models": {c.projection: c.equal for c in report.read_models}},
                          indent=2))
     else:
@@ -104,7 +106,9 @@ def _migrate(args: argparse.Namespace) -> int:
             + ", ".join(f"{c.projection} {'equal' if c.equal else 'DIFFERENT'}"
                         for c in report.read_models)
             + f"; webhook outbox: {report.webhooks} subscriptions "
-            + ("carried" if report.webhooks_equal else "DIFFERENT"))
+            + ("carried" if report.webhooks_equal else "DIFFERENT")
+            + f"; data keys: {report.data_keys:,} "
+            + ("carried" if report.data_keys_equal else "DIFFERENT"))
     return 0 if report.equal else 1
 
 

@@ -7,8 +7,11 @@ and delivered position, ADR-0029) taken the same way *just before* the events, a
 ``manifest.json`` naming what it holds and each copy's sha256. The outbox is copied first so
 that its positions never name an event the events' copy lacks: a restored subscription resumes
 after its delivered position, at worst re-sending what was delivered while the backup ran.
-The read models are not copied: a view file is a cache of the events, and one copied a moment
-apart from them could be ahead of the copy. A restored store rebuilds them at its first start.
+The data keys that open sealed texts (ADR-0030) are a table of the event store's file, so the
+events' copy holds them, taken in the same read transaction as the events they open (an
+erased record's key is already gone from it). The read models are not copied: a view file is
+a cache of the events, and one copied a moment apart from them could be ahead of the copy. A
+restored store rebuilds them at its first start.
 
 The live store is only ever opened by SQLite (ADR-0026): the copy is read through a SQLite
 connection, and a restore builds its file under a scratch name and links it into place.

@@ -14,6 +14,14 @@ sequence leaves gaps where a transaction rolled back; SQLite's does not), so eac
 translated: a position names the last event at or before it, and becomes that event's position
 in the target (found by walking both stores side by side). Copying the outbox again (a resumed
 migration) keeps what is there and only moves a position forward.
+
+The data keys (ADR-0030) move too: without them every sealed text would read as erased on the
+target. Every row of the source's key table is copied (``adapters.store.key_rows``) once the
+target is known to hold a prefix of the source's events, and again after the events, for the
+keys of events recorded meanwhile; then the target must hold each of them, byte for byte. A
+key id the target holds with other bytes is refused. The target's keys become exactly the
+source's: one the source no longer has was destroyed by an erasure since an earlier run
+copied it, and is destroyed on the target too.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from eventsourcing.persistence import Notification, StoredEvent
 
 from adapters.settings import Settings
 from adapters.store.deployment import adopt_deployment_id, deployment_id
+from adapters.store.key_rows import adopt_key_rows, holds_keys, key_rows
 from adapters.store.persistence import open_store
 from adapters.store.projection_runtime import start_projection
 from adapters.store.replay_verification import ProjectionComparison, verify
@@ -68,22 +77,36 @@ class ChainedEvent(Protocol):
     def state(self) -> bytes: ...
 
 
-class EventChain:
-    """sha256 over every event's identity and stored state, in store order."""
+class HashChain:
+    """sha256 chained over records in order, each record a sequence of byte strings."""
+
+    SEED = b"artifact-dreaming.chain"
 
     def __init__(self) -> None:
-        self.digest = hashlib.sha256(b"artifact-dreaming.events.v1").hexdigest()
-        self.events = 0
+        self.digest = hashlib.sha256(self.SEED).hexdigest()
+        self.links = 0
 
-    def add(self, event: ChainedEvent) -> None:
+    def link(self, parts: Iterable[bytes]) -> None:
         link = hashlib.sha256()
-        for part in (self.digest.encode(), str(event.originator_id).encode(),
-                     str(event.originator_version).encode(), event.topic.encode(),
-                     event.state):
+        for part in (self.digest.encode(), *parts):
             link.update(len(part).to_bytes(8, "big"))  # lengths keep the parts apart
             link.update(part)
         self.digest = link.hexdigest()
-        self.events += 1
+        self.links += 1
+
+
+class EventChain(HashChain):
+    """sha256 over every event's identity and stored state, in store order."""
+
+    SEED = b"artifact-dreaming.events.v1"
+
+    @property
+    def events(self) -> int:
+        return self.links
+
+    def add(self, event: ChainedEvent) -> None:
+        self.link((str(event.originator_id).encode(), str(event.originator_version).encode(),
+                   event.topic.encode(), event.state))
 
 
 @dataclass
@@ -96,10 +119,13 @@ class MigrationReport:
     read_models: list[ProjectionComparison] = field(default_factory=list)
     webhooks: int = 0  # subscriptions whose outbox rows were carried
     webhooks_equal: bool = True  # every one found in the target's outbox, translated
+    data_keys: int = 0  # the source's data keys, carried
+    data_keys_equal: bool = True  # every one found in the target, byte for byte
 
     @property
     def equal(self) -> bool:
         return (self.source_chain == self.target_chain and self.webhooks_equal
+                and self.data_keys_equal
                 and all(comparison.equal for comparison in self.read_models))
 
 
@@ -129,6 +155,7 @@ def migrate(source: Settings, target: Settings,
         pending = _after_common_prefix(events_of(from_store), events_of(to_store),
                                        source_chain, target_chain)
         report.already_there = target_chain.events
+        carry_keys(from_store, to_store)  # first: an interrupted copy leaves no text unreadable
         for batch in batches(pending):
             to_store.recorder.insert_events([stored_event(event) for event in batch])
             for event in batch:
@@ -141,6 +168,7 @@ def migrate(source: Settings, target: Settings,
         report.source_chain, report.target_chain = source_chain.digest, target_chain.digest
         # The same deployment, moved: the target answers to the source's id from now on.
         adopt_deployment_id(to_store, deployment_id(from_store))
+        report.data_keys, report.data_keys_equal = carry_keys(from_store, to_store)
         if has_outbox(source):
             report.webhooks, report.webhooks_equal = carry_outbox(source, target, from_store,
                                                                   to_store)
@@ -167,6 +195,20 @@ def carry_outbox(source: Settings, target: Settings, from_store: EventStore,
         positions.get(r["webhook_key"], -1) >= translation[int(r["position"])]
         for r in snapshot.subscriptions)
     return len(snapshot.subscriptions), equal
+
+
+def carry_keys(from_store: EventStore, to_store: EventStore) -> tuple[int, bool]:
+    """Make the target's data keys the source's; how many the source holds, and whether the
+    target now holds each of them, byte for byte."""
+    rows = key_rows(from_store)
+    adopt_key_rows(to_store, rows, _different_key, mirror=True)
+    return len(rows), holds_keys(to_store, rows)
+
+
+def _different_key(key_id: str) -> MigrationRefusedError:
+    return MigrationRefusedError(
+        f"the target holds data key {key_id} with other bytes than the source's: the two "
+        "stores' keys diverged; migrate into an empty store", key_id=key_id)
 
 
 def translate_positions(from_store: EventStore, to_store: EventStore,
