@@ -167,7 +167,9 @@ def _rechained(bundle: Path, **change: Any) -> bytes:
     chain = EventChain()
     for event in events:
         chain.add(event)
-    records = [read.header, *events, Trailer(chain.events, chain.digest)]
+    # The keys travel unchanged: only the event is what the refusal is about.
+    records = [read.header, *events, *read.keys,
+               Trailer(chain.events, chain.digest, read.trailer.keys, read.trailer.keys_chain)]
     return b"".join(msgspec.json.encode(record) + b"\n" for record in records)
 
 
