@@ -60,8 +60,11 @@ def bytes_found_in(root: Path, secret: bytes) -> list[str]:
     wanted, holding = secret.hex(), []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         if not STORE_FILE.search(path.name):  # PostgreSQL's files: read them directly
-            if secret in path.read_bytes():
-                holding.append(str(path))
+            try:
+                if secret in path.read_bytes():
+                    holding.append(str(path))
+            except FileNotFoundError:  # the server dropped it meanwhile (other databases')
+                pass
             continue
         dump = subprocess.run(["od", "-An", "-v", "-tx1", str(path)], capture_output=True,
                               text=True, check=False).stdout.replace(" ", "").replace("\n", "")
