@@ -334,7 +334,7 @@ def add_commands(commands: Commands) -> None:
     bench.add_argument("suite", choices=["core", "http", "dream", "execution", "review", "audit",
                                           "freshness", "backlog", "mcp", "scale", "auto_dream",
                                           "durability", "observability", "bundle_codec",
-                                          "webhooks", "portability"],
+                                          "webhooks", "portability", "erasure"],
                        help="which benchmark")
     bench.add_argument("options", nargs=argparse.REMAINDER,
                        help="passed to the suite, e.g. --quick, --json, --stores sqlite")

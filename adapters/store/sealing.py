@@ -26,6 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
@@ -81,6 +82,22 @@ class SealedValueAsDict(Transcoding):
         return SealedValue(data["k"], data["n"], data["c"], data["f"])
 
 
+# The keys this process used last, per store: shared by the process's applications on one
+# store (the API's, the read models' shared feed), so a key written by one is read by the
+# others without a lookup, and forgotten by all when one of them erases.
+_REMEMBERED: OrderedDict[tuple[str, UUID], bytes] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def _store_id(datastore: SQLiteDatastore | PostgresDatastore) -> str:
+    if isinstance(datastore, PostgresDatastore):
+        kwargs = datastore.pool.kwargs
+        where = kwargs() if callable(kwargs) else kwargs or {}
+        return (f"postgresql://{where.get('host')}:{where.get('port')}/{where.get('dbname')}/"
+                f"{datastore.schema}")
+    return f"sqlite:{datastore.pool.db_name}"
+
+
 class DataKeys:
     """The data keys in the store's database; the last ones used are remembered.
 
@@ -92,7 +109,8 @@ class DataKeys:
     A remembered key is never a way around an erasure: every record whose key is destroyed
     gets an ``Erased`` event in the same transaction, and that event blanks the record's text
     in every aggregate and view rebuilt afterwards, whatever a process's memory still holds
-    (ADR-0030). Erasing in this process forgets the keys here at once.
+    (ADR-0030). Erasing in this process forgets the keys at once, for every application of
+    the process on the store.
     """
 
     def __init__(self, datastore: SQLiteDatastore | PostgresDatastore) -> None:
@@ -104,8 +122,7 @@ class DataKeys:
         self.insert_statement = (
             f"INSERT INTO {self.table} (key_id, aggregate_id, entry_id, scope_id, subject, key, "
             f"created_at) VALUES ({', '.join([self.mark] * 7)})")
-        self._known: OrderedDict[UUID, bytes] = OrderedDict()
-        self._lock = threading.Lock()
+        self.store_id = _store_id(datastore)
         self._local = threading.local()  # this thread's new keys and subject tags
         self._ready = False
 
@@ -136,8 +153,8 @@ class DataKeys:
 
     def key(self, key_id: UUID) -> bytes | None:
         """The key, or None: destroyed by an erasure, or never made."""
-        with self._lock:
-            known = self._known.get(key_id)
+        with _LOCK:
+            known = _REMEMBERED.get((self.store_id, key_id))
         if known is not None:
             return known
         new = self._new().get(key_id)
@@ -206,16 +223,17 @@ class DataKeys:
                                (key_id.hex,)))
 
     def forget(self, key_ids: Sequence[UUID]) -> None:
-        with self._lock:
+        with _LOCK:
             for key_id in key_ids:
-                self._known.pop(key_id, None)
+                _REMEMBERED.pop((self.store_id, key_id), None)
+        _cipher.cache_clear()  # erasures are rare: every cipher goes, the destroyed ones too
 
     def _remember(self, key_id: UUID, key: bytes) -> bytes:
-        with self._lock:
-            self._known[key_id] = key
-            self._known.move_to_end(key_id)
-            while len(self._known) > KEYS_REMEMBERED:
-                self._known.popitem(last=False)
+        with _LOCK:
+            _REMEMBERED[(self.store_id, key_id)] = key
+            _REMEMBERED.move_to_end((self.store_id, key_id))
+            while len(_REMEMBERED) > KEYS_REMEMBERED:
+                _REMEMBERED.popitem(last=False)
         return key
 
     def _new(self) -> dict[UUID, tuple[Any, ...]]:
@@ -310,17 +328,23 @@ class SealingMapper(Mapper[UUID]):
         return unseal(key, key_id, field, value)
 
 
+@lru_cache(maxsize=KEYS_REMEMBERED)
+def _cipher(key: bytes) -> AESGCM:
+    """The cipher of a key, its key schedule made once (the key itself is the cache key)."""
+    return AESGCM(key)
+
+
 def seal(key: bytes, key_id: UUID, field: str, value: Any) -> SealedValue:
     form = TEXT if isinstance(value, str) else JSON
     plain = (value if form == TEXT else canonical_json(value)).encode()
     nonce = os.urandom(NONCE_BYTES)
-    sealed = AESGCM(key).encrypt(nonce, plain, key_id.bytes + field.encode())
+    sealed = _cipher(key).encrypt(nonce, plain, key_id.bytes + field.encode())
     return SealedValue(key_id.hex, _b64(nonce), _b64(sealed), form)
 
 
 def unseal(key: bytes, key_id: UUID, field: str, value: SealedValue) -> Any:
-    plain = AESGCM(key).decrypt(base64.b64decode(value.nonce), base64.b64decode(value.sealed),
-                                key_id.bytes + field.encode()).decode()
+    plain = _cipher(key).decrypt(base64.b64decode(value.nonce), base64.b64decode(value.sealed),
+                                 key_id.bytes + field.encode()).decode()
     return plain if value.form == TEXT else json.loads(plain)
 
 
