@@ -241,9 +241,9 @@ def run_case(store: Store, case: str, sizes: Sizes, seed: int, logs: Path) -> Ca
         clients = _clients(deployment.serve.base_url, sizes.clients, seed)
         with _writing(clients):
             for fault in faults:
-                time.sleep(sizes.gap_seconds)
+                _load_between_faults(clients, sizes)
                 problems += _inject(fault, deployment)
-            time.sleep(sizes.gap_seconds)
+            _load_between_faults(clients, sizes)
         problems += deployment.stop()
     finally:
         deployment.ensure_stopped()
@@ -288,6 +288,22 @@ def _writing(clients: list[Client]) -> Iterator[None]:
         stop.set()
         for thread in threads:
             thread.join()
+
+
+def _load_between_faults(clients: list[Client], sizes: Sizes,
+                         writes: int = 10, patience: float = 60.0) -> None:
+    """Let the load run for the gap and until every fault lands on a working deployment
+    (``writes`` more acknowledged), however slow the machine is: a fault that lands while the
+    last one is still being recovered from tests nothing new."""
+    before = _acknowledged(clients)
+    time.sleep(sizes.gap_seconds)
+    deadline = time.monotonic() + patience
+    while _acknowledged(clients) < before + writes and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _acknowledged(clients: list[Client]) -> int:
+    return sum(len(client.history.acknowledged) for client in clients)
 
 
 def _store_files_intact(store: Store) -> list[str]:
