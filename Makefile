@@ -63,6 +63,9 @@ bench: $(RUNTIME)
 	$(BIN)/dream bench durability
 	$(BIN)/dream bench observability
 	$(BIN)/dream bench bundle_codec
+	$(BIN)/dream bench portability
+	$(BIN)/dream bench erasure
+	$(BIN)/dream bench open_loop
 
 # The history checker's long run: every fault case on both stores (docs/durability.md).
 durability: $(RUNTIME)

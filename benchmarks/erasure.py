@@ -1,8 +1,10 @@
 """Erasure benchmark: what sealing costs on recording and reading a Source, and how long
 erasing a data subject with many records takes (docs/erasure.md, ADR-0030).
 
-Recording over HTTP is ``POST /v1/scopes/{scope}/sources`` over loopback, to a sealed and an
-unsealed server on one store (the route agents call most). Recording and reading also run in
+Recording over HTTP is ``POST /v1/scopes/{scope}/sources`` over loopback (the route agents
+call most), to a sealed and an unsealed server on one store, each a process of its own, in
+several pairs of processes: the median latency and the server's CPU per request (its read
+models' work included), the median over the pairs. Recording and reading also run in
 this process through the application (``records.record_source``
 and ``records.get_source``), on one store, with the sealed store and an unsealed one side by
 side (the same code without the sealing mapper), in interleaved rounds: medians of per-call
@@ -17,14 +19,20 @@ then every one of them read back erased.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable
-from contextlib import ExitStack, closing
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import psycopg
+from psycopg.sql import SQL, Identifier
 
 from adapters.http.app import create_app
 from adapters.http.server import running_server
@@ -37,24 +45,30 @@ from benchmarks.core import STORES, benchmark_parser, publish, say_unless_json
 from domain.policy import LOCAL
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "erasure.json"
-FULL = {"calls": 1000, "rounds": 5, "subject_records": 10_000}
-QUICK = {"calls": 100, "rounds": 2, "subject_records": 300}
+ROOT = Path(__file__).resolve().parent.parent
+FULL = {"calls": 1000, "rounds": 5, "pairs": 5, "http_calls": 300, "http_rounds": 6,
+        "subject_records": 10_000}
+QUICK = {"calls": 100, "rounds": 2, "pairs": 1, "http_calls": 100, "http_rounds": 2,
+         "subject_records": 300}
 TEXT = ("Called back Dana Example at 8 am as agreed; the reminder job had failed twice "
         "before the retry window was widened. ") * 3
 PAYLOAD = {"email": "dana@example.invalid", "ticket": 4711, "tags": ["callback", "reminder"]}
 SUBJECT = "bench-subject"
-MEASURES = ("http_record_ms", "record_ms", "record_cpu_ms", "read_ms", "read_cpu_ms")
+MEASURES = ("http_record_ms", "http_server_cpu_ms", "record_ms", "record_cpu_ms", "read_ms",
+            "read_cpu_ms")
 
 
-def apps(settings: Settings, prefix: str = "") -> dict[str, Dreaming]:
-    """The sealed application and an unsealed one on the same store, each with a scope named
-    ``prefix`` and ``sealed`` or ``unsealed``."""
+def apps(settings: Settings, prefix: str = "", kinds: tuple[str, ...] = ("sealed", "unsealed")
+         ) -> dict[str, Dreaming]:
+    """The sealed application and an unsealed one (the same code without the sealing mapper)
+    on the same store, each with a scope named ``prefix`` and its kind."""
     env = application_env(settings)
-    plain = Dreaming(env=env, enforce_access=False, store=EventStore(env=env))
-    sealed = open_dreaming(settings)
-    for name, app in (("sealed", sealed), ("unsealed", plain)):
-        app.records.create_scope(LOCAL, prefix + name)
-    return {"sealed": sealed, "unsealed": plain}
+    made = {"sealed": lambda: open_dreaming(settings),
+            "unsealed": lambda: Dreaming(env=env, enforce_access=False, store=EventStore(env=env))}
+    opened = {kind: made[kind]() for kind in kinds}
+    for kind, app in opened.items():
+        app.records.create_scope(LOCAL, prefix + kind)
+    return opened
 
 
 def per_call(work: Callable[[int], object], calls: int, start: int) -> tuple[float, float]:
@@ -72,7 +86,7 @@ def measure_rounds(settings: Settings, sizes: dict[str, int],
                    say: Callable[[str], None]) -> dict[str, dict[str, list[float]]]:
     opened = apps(settings)
     samples: dict[str, dict[str, list[float]]] = {
-        name: {key: [] for key in MEASURES[1:]} for name in opened}
+        name: {key: [] for key in MEASURES if not key.startswith("http")} for name in opened}
     calls = sizes["calls"]
     try:
         for number in range(sizes["rounds"]):
@@ -101,25 +115,93 @@ def _reader(app: Dreaming, scope: str) -> Callable[[int], object]:
 
 
 def measure_http(settings: Settings, sizes: dict[str, int],
-                 say: Callable[[str], None]) -> dict[str, list[float]]:
-    """POST …/sources over loopback HTTP to a sealed and an unsealed server on one store, in
-    interleaved rounds: median milliseconds per request."""
-    opened = apps(settings, "http-")
-    samples: dict[str, list[float]] = {name: [] for name in opened}
-    try:
+                 say: Callable[[str], None]) -> dict[str, dict[str, list[float]]]:
+    """POST …/sources over loopback HTTP to a sealed and an unsealed server, each a process of
+    its own on a store of its own (so each hosts its own read models), in interleaved rounds:
+    per pair of processes, the median milliseconds per request and the server's CPU
+    milliseconds per request (its read models included). Several pairs, because one process
+    can run faster than its twin for reasons of its own."""
+    stores = {name: _own_store(settings, name) for name in KINDS}
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {"http_record_ms": [], "http_server_cpu_ms": []} for name in KINDS}
+    calls = sizes["http_calls"]
+    for pair in range(sizes["pairs"]):
         with ExitStack() as stack:
-            clients = {name: stack.enter_context(httpx.Client(base_url=stack.enter_context(
-                running_server(create_app(app, settings))), timeout=30))
-                for name, app in opened.items()}
-            for number in range(sizes["rounds"]):
-                for name, client in clients.items():
-                    samples[name].append(per_call(_poster(client, f"http-{name}"), sizes["calls"],
-                                                  number * sizes["calls"])[0])
-                say(f"HTTP round {number + 1}/{sizes['rounds']} done")
-    finally:
-        for app in opened.values():
-            app.close()
+            servers = {name: stack.enter_context(_server_process(stores[name], name,
+                                                                 f"p{pair}-"))
+                       for name in KINDS}
+            rounds: dict[str, dict[str, list[float]]] = {
+                name: {"wall": [], "cpu": []} for name in KINDS}
+            for number in range(sizes["http_rounds"]):
+                order = KINDS if number % 2 == 0 else KINDS[::-1]
+                for name in order:
+                    process, client = servers[name]
+                    used = _cpu_seconds(process.pid)
+                    wall = per_call(_poster(client, f"p{pair}-{name}"), calls,
+                                    number * calls)[0]
+                    time.sleep(SETTLE_SECONDS)  # the read models' work belongs to the round
+                    rounds[name]["wall"].append(wall)
+                    rounds[name]["cpu"].append((_cpu_seconds(process.pid) - used) / calls * 1000)
+        for name in KINDS:
+            samples[name]["http_record_ms"].append(statistics.median(rounds[name]["wall"]))
+            samples[name]["http_server_cpu_ms"].append(statistics.median(rounds[name]["cpu"]))
+        say(f"HTTP pair {pair + 1}/{sizes['pairs']} done")
     return samples
+
+
+KINDS = ("sealed", "unsealed")
+SETTLE_SECONDS = 0.3
+
+
+def _own_store(settings: Settings, kind: str) -> Settings:
+    """A fresh store beside ``settings``' for ``kind``'s server: a directory, and on
+    PostgreSQL a database on the same server."""
+    update: dict[str, Any] = {"data_dir": settings.data_dir / f"http-{kind}"}
+    if settings.database_url:
+        url = urlsplit(settings.database_url)
+        name = f"{url.path.lstrip('/')}_http_{kind}"
+        with psycopg.connect(settings.database_url, autocommit=True) as connection:
+            connection.execute(SQL("DROP DATABASE IF EXISTS {0}").format(Identifier(name)))
+            connection.execute(SQL("CREATE DATABASE {0}").format(Identifier(name)))
+        update["database_url"] = urlunsplit(url._replace(path=f"/{name}"))
+    return settings.model_copy(update=update)
+
+
+@contextmanager
+def _server_process(settings: Settings, kind: str,
+                    prefix: str) -> Iterator[tuple[subprocess.Popen[str], httpx.Client]]:
+    """``kind``'s server in a process of its own, and a client of it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.erasure", "--serve", kind, "--prefix", prefix,
+         "--settings", settings.model_dump_json()],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        url = process.stdout.readline().strip() if process.stdout else ""
+        if not url.startswith("http"):
+            msg = f"the {kind} server did not start"
+            raise RuntimeError(msg)
+        with httpx.Client(base_url=url, timeout=30) as client:
+            yield process, client
+    finally:
+        if process.stdin:
+            process.stdin.close()
+        process.wait(timeout=60)
+
+
+def serve(kind: str, prefix: str, settings_json: str) -> int:
+    """Serve the ``kind`` application until standard input closes (``_server_process``)."""
+    settings = Settings.model_validate_json(settings_json)
+    [app] = apps(settings, prefix, (kind,)).values()
+    with running_server(create_app(app, settings)) as url:
+        print(url, flush=True)
+        sys.stdin.read()
+    return 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """A process's user and system CPU seconds, from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _poster(client: httpx.Client, scope: str) -> Callable[[int], object]:
@@ -178,19 +260,23 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args: argparse.Namespace = benchmark_parser("erasure", __doc__, DEFAULT_OUTPUT).parse_args(
-        argv)
+    parser = benchmark_parser("erasure", __doc__, DEFAULT_OUTPUT)
+    parser.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)  # a server process
+    parser.add_argument("--prefix", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--settings", help=argparse.SUPPRESS)
+    args: argparse.Namespace = parser.parse_args(argv)
+    if args.serve:
+        return serve(args.serve, args.prefix, args.settings)
     sizes, say = QUICK if args.quick else FULL, say_unless_json(args)
     rows = []
     for store in args.stores:
         with STORES[store]() as handle:
             settings = handle.settings.model_copy(update={"access": "disabled", "workers": 0})
             say(f"{store}: recording and reading, sealed and unsealed")
-            row = summary(store, measure_rounds(settings, sizes, say))
-            http = measure_http(settings, sizes, say)
-            sealed, plain = (statistics.median(http[n]) for n in ("sealed", "unsealed"))
-            row["http_record_ms"] = {"sealed": round(sealed, 3), "unsealed": round(plain, 3),
-                                     "ratio": round(sealed / plain, 3)}
+            samples = measure_rounds(settings, sizes, say)
+            for kind, measured in measure_http(settings, sizes, say).items():
+                samples[kind].update(measured)
+            row = summary(store, samples)
             row["erase"] = measure_erasure(settings, sizes["subject_records"], say)
             rows.append(row)
     result = {"benchmark": "benchmarks.erasure", "quick": args.quick, "sizes": sizes,

@@ -16,15 +16,18 @@ from hypothesis import strategies as st
 
 from adapters.settings import Settings
 from adapters.store.persistence import application_env
+from adapters.store.sealing import SealedValue
+from adapters.store.shared_feed import SharedFeed
 from application.bootstrap import Dreaming
 from application.erasure import ErasureTarget
 from application.store import EventStore
-from domain.artifact import EntryStatus
+from domain.artifact import Artifact, EntryStatus
 from domain.erasure import Erasure, KeyRecord
 from domain.errors import DomainError
 from domain.ids import source_aggregate_id
 from domain.policy import LOCAL, Caller
 from domain.refs import SourceRef
+from domain.source import Source
 from tests.property_support import STORED, replay
 from tests.test_review import refused
 
@@ -66,6 +69,23 @@ def test_erasing_a_source_takes_it_alone(clinic: Dreaming,
         LOCAL, "c", "task", "a", text="Ann's visit"))
     refused(fresh, "source_erased", lambda: fresh.records.amend_source(
         LOCAL, "c", "task", "a", text="again"))
+
+
+def test_the_read_models_read_personal_fields_sealed(clinic: Dreaming,
+                                                     settings: Settings) -> None:
+    """No view holds or reads a record's text, so the views' feed neither looks a key up nor
+    decrypts: what it hands them is still sealed (and readers of the write model open it)."""
+    feed = SharedFeed(settings)
+    try:
+        events = [event for event, _ in feed(0, feed.app.max_position(), 100)]
+    finally:
+        feed.close()
+    texts = {e.source_id if isinstance(e, Source.Recorded) else e.entry_id: e.text
+             for e in events if isinstance(e, Source.Recorded | Artifact.EntryAdded) and e.text}
+    assert {"a", "b", "ann-pref", "team"} <= texts.keys()
+    assert all(isinstance(text, SealedValue) for text in texts.values())
+    assert "Ann" not in repr(events)
+    assert clinic.records.get_source(LOCAL, "c", "task", "a").text == "Ann's visit"
 
 
 def test_erasing_an_entry_takes_every_version_and_keeps_ids_and_hashes(

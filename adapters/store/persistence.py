@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import suppress
+from functools import partial
 from pathlib import Path
 from threading import get_ident
 from typing import Any, cast
@@ -186,18 +187,24 @@ def projection_env(settings: Settings, name: str) -> dict[str, str]:
     return {**application_env(settings), **lean_pool(settings, 1), **view_env(settings, name)}
 
 
-def open_store(settings: Settings | None = None, *, warm: int | None = None) -> EventStore:
+def open_store(settings: Settings | None = None, *, warm: int | None = None,
+               for_views: bool = False) -> EventStore:
     """The event store alone, configured from settings (default: ``DREAM_*`` environment):
-    what projection runners and replay read from; with ``warm``, a lean pool."""
+    what projection runners and replay read from; with ``warm``, a lean pool; ``for_views``:
+    see ``sealed_store``."""
     settings = settings or Settings()
     lean = {} if warm is None else lean_pool(settings, warm)
-    return sealed_store({**application_env(settings), **lean})
+    return sealed_store({**application_env(settings), **lean}, for_views=for_views)
 
 
-def sealed_store(env: EnvType) -> EventStore:
+def sealed_store(env: EnvType, *, for_views: bool = False) -> EventStore:
     """The event store whose mapper seals personal fields under per-record keys, and whose
-    recorder stores and destroys those keys with the events (ADR-0030)."""
-    store = EventStore(env=env, mapper_of=sealing_mapper)
+    recorder stores and destroys those keys with the events (ADR-0030).
+
+    ``for_views``: the read models' reading, which leaves personal fields sealed. No view
+    holds or reads them, so a view runner neither looks a key up nor decrypts (in a process
+    of its own, each new record's key would be one more query)."""
+    store = EventStore(env=env, mapper_of=partial(sealing_mapper, opens=not for_views))
     recorder = store.recorder
     if isinstance(recorder, ReadSetSQLiteApplicationRecorder | ReadSetPostgresApplicationRecorder):
         recorder.data_keys = cast(SealingMapper, store.mapper).keys
@@ -205,9 +212,11 @@ def sealed_store(env: EnvType) -> EventStore:
     return store
 
 
-def sealing_mapper(mapper: Mapper[UUID], factory: InfrastructureFactory[Any]) -> Mapper[UUID]:
+def sealing_mapper(mapper: Mapper[UUID], factory: InfrastructureFactory[Any], *,
+                   opens: bool = True) -> Mapper[UUID]:
     mapper.transcoder.register(SealedValueAsDict())  # type: ignore[attr-defined]
-    return SealingMapper(mapper, DataKeys(factory.datastore))  # type: ignore[attr-defined]
+    return SealingMapper(mapper, DataKeys(factory.datastore),  # type: ignore[attr-defined]
+                         opens=opens)
 
 
 def open_dreaming(settings: Settings | None = None) -> Dreaming:

@@ -108,7 +108,8 @@ class RunningProjection(Generic[TView]):
         self._waiters = 0  # readers blocked in wait(): a follower then polls the view fast
         self._role_announced: bool | None = None
         env = projection_env(settings, spec.name)
-        self.app: Application[Any] = (sealed_store(env) if spec.application is EventStore
+        self.app: Application[Any] = (sealed_store(env, for_views=True)
+                                      if spec.application is EventStore
                                       else spec.application(env=env))
         self.app_name: str = self.app.name
         self._fetch = feed or store_fetch(self.app)

@@ -79,7 +79,7 @@ class ProjectionComparison:
 def verify(settings: Settings, specs: Sequence[ProjectionSpec[Any]],
            progress: Progress | None = None) -> list[ProjectionComparison]:
     """Compare every projection in ``specs`` with a replay of the event store."""
-    with closing(open_store(settings)) as app:
+    with closing(open_store(settings, for_views=True)) as app:
         return [_verify_one(app, settings, spec, progress) for spec in specs]
 
 

@@ -133,12 +133,14 @@ class DataKeys:
         with self.datastore.transaction(commit=True) as c:
             if self.postgres:  # concurrent CREATE IF NOT EXISTS can still collide: take turns
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+            # One B-tree on SQLite (the rows live in the key's index), and subjects indexed
+            # only for records that have one: a recording writes as few pages as it can.
             c.execute(f"CREATE TABLE IF NOT EXISTS {self.table} ("
                       "key_id text PRIMARY KEY, aggregate_id text NOT NULL, entry_id text, "
                       f"scope_id text, subject text, key {blob} NOT NULL, "
-                      "created_at bigint NOT NULL)")
+                      f"created_at bigint NOT NULL){'' if self.postgres else ' WITHOUT ROWID'}")
             c.execute(f"CREATE INDEX IF NOT EXISTS {KEYS_TABLE}_subject "
-                      f"ON {self.table} (scope_id, subject)")
+                      f"ON {self.table} (scope_id, subject) WHERE subject IS NOT NULL")
         self._ready = True
 
     def _rows(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -252,11 +254,13 @@ class DataKeys:
 
 class SealingMapper(Mapper[UUID]):
     """The library's mapper, sealing personal fields on the way out, opening them on the way
-    in. Values stored before sealing existed are plain and are read as they are."""
+    in (unless ``opens`` is false: the read models', which leave them sealed). Values stored
+    before sealing existed are plain and are read as they are."""
 
-    def __init__(self, mapper: Mapper[UUID], keys: DataKeys) -> None:
+    def __init__(self, mapper: Mapper[UUID], keys: DataKeys, *, opens: bool = True) -> None:
         super().__init__(mapper.transcoder, mapper.compressor, mapper.cipher)
         self.keys = keys
+        self.opens = opens
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -307,6 +311,8 @@ class SealingMapper(Mapper[UUID]):
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
         domain_event = super().to_domain_event(stored_event)
+        if not self.opens:
+            return domain_event
         state = vars(domain_event)
         if type(domain_event) in SEALED_FIELDS:
             for name, value in state.items():

@@ -38,7 +38,8 @@ class SharedFeed:
     behind what is held reads the store itself, so it never evicts what the others need."""
 
     def __init__(self, settings: Settings, keep: int = FEED_KEEP_EVENTS) -> None:
-        self.app: Application[Any] = open_store(settings, warm=1)  # one reader at a time
+        # One reader at a time; Source and entry text left sealed (no view reads it).
+        self.app: Application[Any] = open_store(settings, warm=1, for_views=True)
         self._fetch = store_fetch(self.app)
         self._keep = keep
         self._lock = Lock()

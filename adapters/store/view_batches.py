@@ -64,7 +64,8 @@ def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
     live runner of the same projection first; to rebuild while it keeps serving, rebuild
     ``spec.renamed(...)`` instead and switch readers to it.
     """
-    with closing(open_store(settings)) as app, closing(open_view(spec, settings)) as view:
+    with (closing(open_store(settings, for_views=True)) as app,
+          closing(open_view(spec, settings)) as view):
         view.reset()
         apply_events(app, spec.runnable(view=view), view, app.max_position(), progress)
         return view.max_tracking_id(app.name) or 0
