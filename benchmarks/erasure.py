@@ -127,9 +127,10 @@ def measure_http(settings: Settings, sizes: dict[str, int],
     calls = sizes["http_calls"]
     for pair in range(sizes["pairs"]):
         with ExitStack() as stack:
+            started = KINDS if pair % 2 == 0 else KINDS[::-1]  # neither always starts first
             servers = {name: stack.enter_context(_server_process(stores[name], name,
                                                                  f"p{pair}-"))
-                       for name in KINDS}
+                       for name in started}
             rounds: dict[str, dict[str, list[float]]] = {
                 name: {"wall": [], "cpu": []} for name in KINDS}
             for number in range(sizes["http_rounds"]):

@@ -10,11 +10,13 @@ import hashlib
 import json
 from typing import Any
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False)  # made once: json.dumps would make one per call
+
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no insignificant whitespace, UTF-8 text kept as is (RFC 8785 for our values)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
+    return _CANONICAL.encode(value)
 
 
 def sha256_hex(data: str | bytes) -> str:

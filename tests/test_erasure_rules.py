@@ -107,6 +107,25 @@ def test_erasing_an_entry_takes_every_version_and_keeps_ids_and_hashes(
         LOCAL, "c", "m", "ann-pref"))
 
 
+def test_a_memory_snapshot_stores_entry_text_sealed_and_forgets_it_with_the_entry(
+        clinic: Dreaming, open_app: Callable[[], Dreaming]) -> None:
+    """A Memory past its snapshot interval is loaded from a snapshot: the snapshot holds
+    each entry version's text sealed under the entry's key, so erasing the entry forgets it
+    there too."""
+    for n in range(EventStore.snapshotting_intervals[Artifact]):
+        clinic.records.revise_entry(LOCAL, "c", "m", "team", "fact", f"Mondays, week {n}")
+    memory = clinic.records.get_artifact(LOCAL, "c", "memory", "m")
+    assert clinic.store.snapshots is not None
+    [snapshot] = clinic.store.snapshots.get(memory.id, desc=True, limit=1)
+    stored = clinic.store.snapshots.recorder.select_events(memory.id, desc=True, limit=1)[0]
+    assert b"Ann: early mornings" not in stored.state and b"Mondays, week" not in stored.state
+    assert {type(v.text) for vs in snapshot.state["entry_versions"].values() for v in vs} == {str}
+    erase(clinic, "c", ErasureTarget.of_entry("m", "ann-pref"))
+    fresh = open_app().records.get_artifact(LOCAL, "c", "memory", "m")
+    assert [v.text for v in fresh.entry_versions["ann-pref"]] == ["", ""]
+    assert fresh.current_entry("team").text == f"Mondays, week {n}"
+
+
 def test_erasing_a_subject_takes_its_sources_and_entries_only(
         clinic: Dreaming, open_app: Callable[[], Dreaming]) -> None:
     erasure = erase(clinic, "c", ErasureTarget.of_subject("ann"))

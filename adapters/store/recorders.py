@@ -197,7 +197,7 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         # Insert first: that takes SQLite's write lock, so the versions read below are final.
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
         if new_keys:
-            c.executemany(self.data_keys.insert_statement, new_keys)  # type: ignore[union-attr]
+            _insert_keys(c, self.data_keys.insert_statement, new_keys)  # type: ignore[union-attr]
         if erase_keys:
             c.execute(f"DELETE FROM {KEYS_TABLE} WHERE key_id IN "
                       f"({','.join('?' * len(erase_keys))})", [k.hex for k in erase_keys])
@@ -215,6 +215,14 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             if moved:
                 raise ReadSetChangedError(moved)
         return notification_ids
+
+
+def _insert_keys(c: SQLiteCursor, statement: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """A recording's one new key takes ``execute``, which costs less than ``executemany``."""
+    if len(rows) == 1:
+        c.execute(statement, rows[0])
+    else:
+        c.executemany(statement, rows)
 
 
 def _check_erased(deleted: int, erase_keys: Sequence[UUID]) -> None:

@@ -18,7 +18,6 @@ record is written, or before that by ``tag`` when the caller names a data subjec
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import os
 import threading
@@ -200,17 +199,16 @@ class DataKeys:
     def take_new(self) -> list[tuple[Any, ...]]:
         """This thread's new keys, for the recorder to insert with the events that use them."""
         new = self._new()
-        rows = list(new.values())
+        self._local.taken = list(new.items())
         new.clear()
         self._subjects().clear()
-        self._local.taken = rows
-        return rows
+        return [row for _, row in self._local.taken]
 
     def committed(self) -> None:
         """The keys last taken are stored: remember them (never before: a key remembered
         for a transaction that failed would seal the retry under a key no one stored)."""
-        for row in getattr(self._local, "taken", ()):
-            self._remember(UUID(row[0]), row[5])
+        for key_id, row in getattr(self._local, "taken", ()):
+            self._remember(key_id, row[5])
         self._local.taken = []
 
     def of_subject(self, scope_id: str, subject: str) -> list[KeyRecord]:
@@ -281,7 +279,7 @@ class SealingMapper(Mapper[UUID]):
             return domain_event
         key = self.keys.for_writing(record, state.get("scope_id"),
                                     first=type(domain_event) in FIRST_EVENTS)
-        sealed = copy.copy(domain_event)
+        sealed = _shallow_copy(domain_event)
         for name in fields:
             if state[name]:
                 vars(sealed)[name] = seal(key, record.key_id, name, state[name])
@@ -294,7 +292,7 @@ class SealingMapper(Mapper[UUID]):
         sealed_versions = {
             entry_id: [self._sealed_version(snapshot.originator_id, version) for version in listed]
             for entry_id, listed in versions.items()}
-        sealed = copy.copy(snapshot)
+        sealed = _shallow_copy(snapshot)
         vars(sealed)["state"] = {**snapshot.state, "entry_versions": sealed_versions}
         return sealed
 
@@ -352,6 +350,13 @@ def unseal(key: bytes, key_id: UUID, field: str, value: SealedValue) -> Any:
     plain = _cipher(key).decrypt(base64.b64decode(value.nonce), base64.b64decode(value.sealed),
                                  key_id.bytes + field.encode()).decode()
     return plain if value.form == TEXT else json.loads(plain)
+
+
+def _shallow_copy(event: Any) -> Any:
+    """A copy of a (frozen) event sharing its values: ``copy.copy`` without its detours."""
+    copied = object.__new__(type(event))
+    vars(copied).update(vars(event))
+    return copied
 
 
 def _b64(data: bytes) -> str:
