@@ -20,7 +20,7 @@ from eventsourcing.utils import get_topic
 from application.credentials import Who, caller_from, proof_of, proved
 from application.ports import Clock
 from application.store import EventStore, Written
-from domain.access import Resource
+from domain.access import Action, Resource
 from domain.errors import (
     DomainError,
     PrincipalExistsError,
@@ -79,14 +79,14 @@ class ScopeGate:
                                        lambda: scope_not_found(scope_id), kind=Scope)
         return scope
 
-    def scope_for(self, caller: Caller, scope_id: str, action: str,
+    def scope_for(self, caller: Caller, scope_id: str, action: Action,
                   resource: Resource | None = None) -> Scope:
         """The scope, once the caller's current rights in it allow ``action``."""
         scope = self.load(scope_id)
         self.policy.check(caller, scope, action, resource)
         return scope
 
-    def may(self, caller: Caller, scope_id: str | None, action: str) -> bool:
+    def may(self, caller: Caller, scope_id: str | None, action: Action) -> bool:
         """Whether the caller may ``action`` in the scope now (``None``: no scope named, so
         only where the policy does not ask which). An unknown scope permits nothing."""
         if not self.policy.enforced or caller.admin:
@@ -99,7 +99,7 @@ class ScopeGate:
             return False
         return True
 
-    def acting_in(self, who: Who, scope_id: str, action: str,
+    def acting_in(self, who: Who, scope_id: str, action: Action,
                   also: Mapping[UUID, type[Aggregate]]) -> Acting:
         """``who`` authenticated, the scope once the caller may ``action`` in it, and other
         aggregates of the scope, all read in one round trip. Authentication comes first: a

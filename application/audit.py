@@ -254,7 +254,7 @@ class Audit:
 
 # -- keys ------------------------------------------------------------------------------------------
 
-Parsed = tuple[UUID, str, Resource | None]
+Parsed = tuple[UUID, Action, Resource | None]
 
 
 def _pair(key: str, what: str) -> tuple[str, str]:

@@ -23,6 +23,7 @@ from application.access import ScopeGate
 from application.dream_runs import AUTOMATIC, DreamRuns, max_pending
 from application.ports import Clock
 from application.retry import retry_on_write_conflict
+from application.run_queues import RunQueues
 from application.store import Written
 from domain.access import Action
 from domain.auto_dream import (
@@ -50,7 +51,7 @@ from domain.auto_dream import (
     time_gate,
     window_sizes,
 )
-from domain.budget import effective_budget
+from domain.budget import Budget
 from domain.dream_request import DreamOperation, DreamRequest
 from domain.dream_run import DreamRun, RunOutcome, RunTrigger
 from domain.errors import DomainError, EvidenceLimitExceededError, WriteConflictError
@@ -112,10 +113,12 @@ class AutoDreaming:
     See docs/contract.md#automatic-dreaming.
     """
 
-    def __init__(self, gate: ScopeGate, runs: DreamRuns, clock: Clock) -> None:
+    def __init__(self, gate: ScopeGate, runs: DreamRuns, queues: RunQueues,
+                 clock: Clock) -> None:
         self.gate = gate
         self.store = gate.store
         self.runs = runs
+        self.queues = queues
         self.clock = clock
 
     def state_of(self, scope_id: str) -> AutoDream:
@@ -176,7 +179,7 @@ class AutoDreaming:
         """Admit the window if every gate is open; a window one run's byte limits refuse is
         tried again as smaller runs (``window_sizes``)."""
         tick = Tick(self._status(auto, GateReport(())), settled, ())
-        for max_items in window_sizes(effective_budget(scope.settings)["max_items"]):
+        for max_items in window_sizes(Budget.of(scope.settings).max_items):
             evaluation = self._evaluate(scope, auto, log, self.clock(), lazy=True,
                                         max_items=max_items)
             tick = Tick(self._status(auto, evaluation.report), settled, ())
@@ -210,7 +213,7 @@ class AutoDreaming:
             report = report.then(gate)
             if lazy and not gate.open:
                 return _Evaluation(report)
-        items = max_items or window_sizes(effective_budget(scope.settings)["max_items"])[0]
+        items = max_items or window_sizes(Budget.of(scope.settings).max_items)[0]
         counted = max(MAX_WINDOW_RECORDS, settings.min_new_records)
         ready = plan_window(auto.cursor, log.pending(scope.scope_id, auto.cursor, counted),
                             settle_cutoff(settings, now), counted)
@@ -220,7 +223,7 @@ class AutoDreaming:
         report = report.then(records)
         if lazy and not records.open:
             return _Evaluation(report)
-        free = max_pending(scope) - self.runs.queue_of(scope.scope_id).unfinished
+        free = max_pending(scope) - self.queues.load(scope.scope_id).unfinished
         report = report.then(capacity_gate(free, max(1, len(parts))))
         return _Evaluation(report, plan, parts)
 
@@ -236,7 +239,7 @@ class AutoDreaming:
                parts: Sequence[WindowPart]) -> tuple[str, ...]:
         """Admit every part as a run and record the window, in one commit."""
         key = auto.key_for(plan)
-        with self.runs.queues.turn(scope.scope_id) as queue:  # as requested admissions do
+        with self.queues.turn(scope.scope_id) as queue:  # as requested admissions do
             admitted: list[DreamRun] = []
             read: list[Aggregate] = []
             for index, part in enumerate(parts):

@@ -22,6 +22,7 @@ from application.ports import Clock, TraceContext, no_trace_context, system_cloc
 from application.queries import ReadModelQueries
 from application.records import Records
 from application.review import Reviews
+from application.run_queues import RunQueuesFactory
 from application.store import EventStore
 from application.webhooks import Webhooks
 from domain.policy import AccessPolicy
@@ -33,18 +34,19 @@ class Dreaming:
     def __init__(self, env: EnvType | None = None, clock: Clock = system_clock,
                  enforce_access: bool = True, dream_enabled: bool = True,
                  trace_context: TraceContext = no_trace_context,
-                 store: EventStore | None = None) -> None:
+                 store: EventStore | None = None, *, run_queues: RunQueuesFactory) -> None:
         self.store = store if store is not None else EventStore(env)
+        self.queues = run_queues(self.store)
         self.policy = AccessPolicy(enforced=enforce_access)
         self.clock = clock
         self.gate = gate = ScopeGate(self.store, self.policy)
         self.access = Principals(self.store, self.policy, clock)
         self.records = Records(gate, clock)
-        self.runs = DreamRuns(gate, clock, dream_enabled, trace_context)
+        self.runs = DreamRuns(gate, clock, self.queues, dream_enabled, trace_context)
         self.review = Reviews(gate, self.records)
         self.audit = Audit(gate, self.records, self.runs, self.review)
         self.queries = ReadModelQueries(gate)
-        self.auto = AutoDreaming(gate, self.runs, clock)
+        self.auto = AutoDreaming(gate, self.runs, self.queues, clock)
         self.webhooks = Webhooks(gate, clock)
         self.erasures = Erasures(gate, self.records)
 
@@ -55,7 +57,7 @@ class Dreaming:
     def executor(self, generators: GeneratorLookup,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS, **options: Any) -> DreamExecutor:
         """An executor of this deployment's runs (one serves any number of threads)."""
-        return DreamExecutor(self.runs, generators, lease_seconds, **options)
+        return DreamExecutor(self.runs, self.queues, generators, lease_seconds, **options)
 
     def close(self) -> None:
         self.store.close()

@@ -17,14 +17,13 @@ from eventsourcing.domain import Aggregate
 from application.access import ScopeGate
 from application.credentials import Who, principal_of
 from application.evidence_reader import StoreEvidenceReader, addresses
-from application.grouped_admissions import Admitting, GroupedAdmissions
-from application.held_queues import HeldQueues
 from application.ports import Clock, TraceContext, no_trace_context
 from application.retry import retry_on_write_conflict
+from application.run_queues import Admitting, RunQueues
 from application.store import Written
 from domain import run_lifecycle
 from domain.access import Action
-from domain.budget import effective_budget
+from domain.budget import Budget
 from domain.dream_queue import DreamQueue
 from domain.dream_request import DreamOperation, DreamRequest
 from domain.dream_run import DreamRun, RunTrigger, principal_key
@@ -60,7 +59,7 @@ class CheckedEvidence:
     """What checking a request's evidence found: the budget it was checked within, and the
     aggregates it read (the admission's commit fails if any of them moved meanwhile)."""
 
-    budget: dict[str, int]
+    budget: Budget
     read: list[Aggregate]
 
 
@@ -73,7 +72,8 @@ class Admission:
 class DreamRuns:
     """Admitting Dream runs, reading them, and resolving a run's evidence for its worker."""
 
-    def __init__(self, gate: ScopeGate, clock: Clock, dream_enabled: bool = True,
+    def __init__(self, gate: ScopeGate, clock: Clock, queues: RunQueues,
+                 dream_enabled: bool = True,
                  trace_context: TraceContext = no_trace_context) -> None:
         self.gate = gate
         self.trace_context = trace_context
@@ -81,12 +81,8 @@ class DreamRuns:
         self.policy = gate.policy
         self.clock = clock
         self.dream_enabled = dream_enabled
-        # Admissions to one scope all write its queue: in this process they take turns
-        # rather than race to a write conflict and a retry with backoff, and the queue stays
-        # in memory between turns.
-        self.queues = HeldQueues(self.store)
-        # ... and those waiting for the turn are committed together by its holder.
-        self.grouped = GroupedAdmissions(self.store, self.queues)
+        # Admissions to one scope all write its queue: they take the scope's turn.
+        self.queues = queues
 
     @retry_on_write_conflict
     def request_dream(self, who: Who, scope_id: str,
@@ -108,7 +104,7 @@ class DreamRuns:
         self.policy.check(caller, scope, Action.CONTRIBUTE)
         evidence = self.check_evidence(caller, scope, request, found)  # before the turn
         trace = self.trace_context()  # this caller's, read here: another thread may commit
-        run, position = self.grouped.admit(scope.scope_id, Admitting(
+        run, position = self.queues.admit(scope.scope_id, Admitting(
             run_key, evidence.read, caller,
             lambda queue: self.admit_checked(caller, scope, queue, request, evidence,
                                              trace_parent=trace)))
@@ -136,7 +132,7 @@ class DreamRuns:
         if read is None:  # else read with the scope already
             reader.read_ahead(direct_references(request))
         reader.check_target_head(request.target)
-        budget = effective_budget(scope.settings)
+        budget = Budget.of(scope.settings)
         resolve(reader, sources=request.sources, artifacts=request.artifacts,
                 memory_citations=request.memory_citations, budget=budget,
                 include_memory_text=request.operation != DreamOperation.DERIVE_SKILL)
@@ -150,9 +146,7 @@ class DreamRuns:
         full); the commit's read set makes the check hold at the commit."""
         return run_lifecycle.admit(
             queue, run_id=self.run_id_for(caller.name, scope.scope_id, request),
-            operation=request.operation, requester=caller.name,
-            idempotency_key=request.idempotency_key, request=request.to_dict(),
-            request_digest=request.digest, budget=evidence.budget,
+            requester=caller.name, request=request, budget=evidence.budget,
             prompt_version=PROMPT_VERSION, now=self.clock(), max_pending=max_pending(scope),
             trigger=trigger, trace_parent=trace_parent)
 

@@ -37,7 +37,7 @@ from domain.errors import (
     SubjectNotFoundError,
 )
 from domain.policy import Caller
-from domain.refs import MEMORY, SourceRef
+from domain.refs import ArtifactFamily, SourceRef
 from domain.source import Source
 
 DerivedSearch = Callable[[str, Sequence[dict[str, Any]]], list[dict[str, Any]]]
@@ -166,8 +166,8 @@ class Erasures:
         elif target.kind == ErasureKind.MEMORY_ENTRY:
             assert target.memory_id is not None
             assert target.entry_id is not None
-            memory = self.records._artifact(scope_id, MEMORY, target.memory_id)
-            memory.check_family(MEMORY)
+            memory = self.records._artifact(scope_id, ArtifactFamily.MEMORY, target.memory_id)
+            memory.check_family(ArtifactFamily.MEMORY)
             if memory.entry_status(target.entry_id) == EntryStatus.ERASED:
                 raise AlreadyErasedError("the Memory entry was erased already",
                                          memory_id=target.memory_id, entry_id=target.entry_id)

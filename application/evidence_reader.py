@@ -12,7 +12,7 @@ from domain.access import Action, Resource
 from domain.artifact import Artifact
 from domain.errors import AccessRevokedError, ArtifactConflictError
 from domain.ids import EvidenceRef, artifact_aggregate_id, source_aggregate_id
-from domain.refs import MEMORY, ArtifactRef, MemoryCitation, SourceRef
+from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef
 from domain.source import Source
 
 if TYPE_CHECKING:
@@ -26,7 +26,9 @@ def address(scope_id: str, ref: EvidenceRef) -> tuple[UUID, type[Aggregate]]:
     if isinstance(ref, SourceRef):
         return source_aggregate_id(scope_id, ref.source_type, ref.source_id), Source
     if isinstance(ref, MemoryCitation):
-        return artifact_aggregate_id(scope_id, MEMORY, ref.memory_ref.artifact_id), Artifact
+        return artifact_aggregate_id(
+            scope_id, ArtifactFamily.MEMORY, ref.memory_ref.artifact_id
+        ), Artifact
     return artifact_aggregate_id(scope_id, ref.family, ref.artifact_id), Artifact
 
 

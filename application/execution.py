@@ -37,6 +37,7 @@ from application.retry import (
     RUN_WRITE_TRIES,
     retry_conflicts,
 )
+from application.run_queues import RunQueues
 from application.store import OUTAGE_ERRORS, EventStore
 from domain import run_lifecycle
 from domain.candidate import Candidate, CandidateStatus
@@ -123,12 +124,13 @@ class Heartbeat:
 class DreamExecutor:
     """Claims and executes attempts of Dream runs; holds no per-run state."""
 
-    def __init__(self, runs: DreamRuns, generators: GeneratorLookup,
+    def __init__(self, runs: DreamRuns, queues: RunQueues, generators: GeneratorLookup,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS,
                  before_commit: Callable[[Attempt], None] | None = None,
                  heartbeat_seconds: float | None = None,
                  observer: ExecutionObserver = UNOBSERVED) -> None:
         self.runs = runs
+        self.queues = queues  # a run's claim, renewal and finish move it in its scope's queue
         self.observer = observer
         self.store: EventStore = runs.store
         self.clock: Clock = runs.clock
@@ -154,7 +156,7 @@ class DreamExecutor:
         now = self.clock()
         if run is None or run.terminal or not run.claimable(now):
             return None
-        with self.runs.queues.turn(scope_id) as queue:
+        with self.queues.turn(scope_id) as queue:
             started = run_lifecycle.claim(run, queue, now, self.generators.current.config_id,
                                           self.lease_seconds)
             self.store.commit(run, queue)
@@ -267,7 +269,7 @@ class DreamExecutor:
             if run is None:
                 return False
             try:
-                with self.runs.queues.turn(run.scope_id) as queue:
+                with self.queues.turn(run.scope_id) as queue:
                     run_lifecycle.renew(run, queue, attempt.number, self.clock(),
                                         self.lease_seconds)
                     self.store.commit(run, queue)
@@ -299,13 +301,13 @@ class DreamExecutor:
             run_id=run.run_id, scope_id=run.scope_id, operation=run.operation,
             target_evidence_id=None if target is None else evidence_id(target),
             projection=resolution.projection,
-            max_output_tokens=run.budget["max_output_tokens"], timeout_seconds=remaining)
+            max_output_tokens=run.budget.max_output_tokens, timeout_seconds=remaining)
 
     def _record_usage(self, attempt: Attempt, result: GenerationResult) -> None:
         run, usage = attempt.run, result.usage
         run.record_usage(attempt.number, usage.requests, usage.input_tokens, usage.output_tokens)
         self.store.commit(run)
-        over_tokens = (usage.output_tokens or 0) > run.budget["max_output_tokens"]
+        over_tokens = (usage.output_tokens or 0) > run.budget.max_output_tokens
         if usage.requests > 1 or over_tokens:
             raise BudgetExceededError("the provider exceeded the run's budget",
                                       requests=usage.requests,
@@ -338,7 +340,7 @@ class DreamExecutor:
             Candidate.create_id(run.scope_id, record.candidate_id), Candidate)
         if candidate.candidate_version != 1 or candidate.status == CandidateStatus.APPROVED:
             return False  # edited or approved: a fresh proposal is worth a model call
-        with self.runs.queues.turn(run.scope_id) as queue:
+        with self.queues.turn(run.scope_id) as queue:
             if candidate.status == CandidateStatus.PENDING:
                 run_lifecycle.propose(run, queue, attempt.number, candidate.current.reason,
                                       candidate.candidate_id, self.clock(), reused=True)
@@ -378,14 +380,14 @@ class DreamExecutor:
         record.replace(candidate.candidate_id)
         if self.before_commit is not None:
             self.before_commit(attempt)
-        with self.runs.queues.turn(run.scope_id) as queue:
+        with self.queues.turn(run.scope_id) as queue:
             run_lifecycle.propose(run, queue, attempt.number, plan.reason,
                                   candidate.candidate_id, self.clock())
             self.store.commit(run, candidate, queue, record, read=reader.read_set)
         self._ended(run, RunStatus.SUCCEEDED, RunOutcome.PROPOSED)
 
     def _conclude(self, attempt: Attempt, outcome: str, reason: str) -> None:
-        with self.runs.queues.turn(attempt.run.scope_id) as queue:
+        with self.queues.turn(attempt.run.scope_id) as queue:
             run_lifecycle.conclude(attempt.run, queue, attempt.number, outcome, reason,
                                    self.clock())
             self.store.commit(attempt.run, queue)  # a conflict is retried by the caller
@@ -403,7 +405,7 @@ class DreamExecutor:
         stored = self._current(attempt)
         if stored is None:
             return
-        if (stored.attempt < stored.budget["max_model_calls"]
+        if (stored.attempt < stored.budget.max_model_calls
                 and self.clock() < attempt.deadline):
             self._write_on_stored_run(attempt, lambda run, queue: run_lifecycle.requeue(
                 run, queue, attempt.number, code))
@@ -420,7 +422,7 @@ class DreamExecutor:
             if run is None:
                 log.info("a newer attempt owns run %s; this one stops", attempt.run.run_id)
                 return
-            with self.runs.queues.turn(run.scope_id) as queue:
+            with self.queues.turn(run.scope_id) as queue:
                 change(run, queue)
                 self.store.commit(run, queue)
 

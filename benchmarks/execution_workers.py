@@ -57,7 +57,8 @@ class CountingExecutor(DreamExecutor):
     already terminal, held by another attempt, its scope busy, or a write conflict)."""
 
     def __init__(self, app: Dreaming, settings: Settings) -> None:
-        super().__init__(app.runs, GeneratorRegistry(InstantGenerator()), settings.lease_seconds)
+        super().__init__(app.runs, app.queues, GeneratorRegistry(InstantGenerator()),
+                         settings.lease_seconds)
         self._lock = threading.Lock()
         self.refused = 0
 

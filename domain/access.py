@@ -56,14 +56,6 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Action]] = {
     Role.REVIEWER: frozenset({Action.READ, Action.REVIEW}),
     Role.ADMIN: frozenset({Action.READ, Action.CONTRIBUTE, Action.REVIEW, Action.ADMINISTER}),
 }
-# Aliases (typed ``str`` as before) for the edges that still import the bare names; use the
-# enums instead.
-READ: str = Action.READ
-CONTRIBUTE: str = Action.CONTRIBUTE
-REVIEW: str = Action.REVIEW
-ADMINISTER: str = Action.ADMINISTER
-GRANTED: str = ReadDecision.GRANTED
-REVOKED: str = ReadDecision.REVOKED
 
 
 @dataclass(frozen=True)
@@ -124,7 +116,7 @@ class Resource:
         return canonical_json(self.to_dict())
 
 
-def permits(roles: frozenset[Role], read_grants: Mapping[str, ReadDecision], action: str,
+def permits(roles: frozenset[Role], read_grants: Mapping[str, ReadDecision], action: Action,
             resource: Resource | None = None) -> bool:
     """A resource-specific grant or revocation decides reads; otherwise the roles do."""
     if action == Action.READ and resource is not None:

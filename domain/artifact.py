@@ -54,10 +54,6 @@ class EntryStatus(StrEnum):
     ERASED = "erased"  # every version's text is gone with its key (domain.erasure)
 
 
-# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
-# ``EntryStatus`` instead.
-ACTIVE: str = EntryStatus.ACTIVE
-INACTIVE: str = EntryStatus.INACTIVE
 
 DEACTIVATION_REASON_MAX_BYTES = 2_000
 

@@ -32,11 +32,6 @@ class CandidateStatus(StrEnum):
     REJECTED = "rejected"
 
 
-# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
-# ``CandidateStatus`` instead.
-PENDING: str = CandidateStatus.PENDING
-APPROVED: str = CandidateStatus.APPROVED
-REJECTED: str = CandidateStatus.REJECTED
 
 CANDIDATE_FAMILIES = (ArtifactFamily.EXPERIENCE, ArtifactFamily.SKILL)
 MAX_CANDIDATE_EVIDENCE = 32

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from domain.canonical import canonical_json, sha256_hex
 from domain.errors import InvalidContentError, InvalidTextError
-from domain.refs import EXPERIENCE, MEMORY, PROMPT, SKILL, ArtifactRef, SourceRef, normalise
+from domain.refs import ArtifactFamily, ArtifactRef, SourceRef, normalise
 from domain.text import check_bounded_chars, check_text, is_plain_json
 
 ENTRY_TEXT_MAX_BYTES = 8_192
@@ -41,7 +41,7 @@ def _only_keys(family: str, content: Mapping[str, Any], allowed: set[str]) -> No
 
 def _experience(content: Mapping[str, Any]) -> dict[str, Any]:
     required = ("situation", "action", "outcome", "lesson")
-    _only_keys(EXPERIENCE, content, {*required, "failure"})
+    _only_keys(ArtifactFamily.EXPERIENCE, content, {*required, "failure"})
     result = {
         name: check_bounded_chars(f"content.{name}", content.get(name), EXPERIENCE_FIELD_MAX_CHARS)
         for name in required
@@ -54,7 +54,7 @@ def _experience(content: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _skill(content: Mapping[str, Any]) -> dict[str, Any]:
-    _only_keys(SKILL, content, {"name", "description", "instructions", "validation"})
+    _only_keys(ArtifactFamily.SKILL, content, {"name", "description", "instructions", "validation"})
     name = check_bounded_chars("content.name", content.get("name"), SKILL_NAME_MAX)
     if not SKILL_NAME_PATTERN.fullmatch(name):
         raise InvalidContentError(
@@ -84,7 +84,7 @@ def _skill(content: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _prompt(content: Mapping[str, Any]) -> dict[str, Any]:
-    _only_keys(PROMPT, content, {"template", "parameters"})
+    _only_keys(ArtifactFamily.PROMPT, content, {"template", "parameters"})
     parameters = content.get("parameters", {})
     if not isinstance(parameters, Mapping) or not is_plain_json(
         dict(parameters), "content.parameters") or not all(
@@ -101,13 +101,18 @@ def _prompt(content: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _memory(content: Mapping[str, Any]) -> dict[str, Any]:
-    _only_keys(MEMORY, content, {"title"})
+    _only_keys(ArtifactFamily.MEMORY, content, {"title"})
     if content.get("title") is None:
         return {}
     return {"title": check_bounded_chars("content.title", content["title"], MEMORY_TITLE_MAX)}
 
 
-_VALIDATORS = {EXPERIENCE: _experience, SKILL: _skill, PROMPT: _prompt, MEMORY: _memory}
+_VALIDATORS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    ArtifactFamily.EXPERIENCE: _experience,
+    ArtifactFamily.SKILL: _skill,
+    ArtifactFamily.PROMPT: _prompt,
+    ArtifactFamily.MEMORY: _memory,
+}
 
 
 def validate_content(family: str, content: object) -> dict[str, Any]:

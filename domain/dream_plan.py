@@ -46,13 +46,6 @@ class Intent(StrEnum):
 
 INTENTS = tuple(Intent)
 REPLACEMENT_INTENTS = (Intent.CORROBORATE, Intent.REFINE, Intent.CORRECT)
-# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
-# ``Intent`` instead.
-CREATE: str = Intent.CREATE
-CORROBORATE: str = Intent.CORROBORATE
-REFINE: str = Intent.REFINE
-CORRECT: str = Intent.CORRECT
-DERIVE: str = Intent.DERIVE
 
 PLAN_FIELDS = ("outcome", "reason", "intent", "proposal", "evidence_ids")
 _REQUIRED_FIELDS = ("outcome", "reason")

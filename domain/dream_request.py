@@ -31,10 +31,6 @@ class DreamOperation(StrEnum):
 
 
 OPERATIONS = tuple(DreamOperation)
-# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
-# ``DreamOperation`` instead.
-REFINE_EXPERIENCE: str = DreamOperation.REFINE_EXPERIENCE
-DERIVE_SKILL: str = DreamOperation.DERIVE_SKILL
 
 MAX_SELECTED = 20
 MAX_REFERENCES = 32

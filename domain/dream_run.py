@@ -21,8 +21,9 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from domain.budget import Budget
 from domain.canonical import sha256_hex
-from domain.dream_request import OPERATIONS, DreamOperation, DreamRequest
+from domain.dream_request import DreamOperation, DreamRequest
 from domain.errors import (
     AttemptConflictError,
     BudgetExceededError,
@@ -66,15 +67,6 @@ class RunTrigger(StrEnum):
 
 TERMINAL = (RunStatus.SUCCEEDED, RunStatus.FAILED)
 OUTCOMES = tuple(RunOutcome)
-# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
-# the enums instead.
-QUEUED: str = RunStatus.QUEUED
-RUNNING: str = RunStatus.RUNNING
-SUCCEEDED: str = RunStatus.SUCCEEDED
-FAILED: str = RunStatus.FAILED
-PROPOSED: str = RunOutcome.PROPOSED
-NO_CHANGE: str = RunOutcome.NO_CHANGE
-NEEDS_EVIDENCE: str = RunOutcome.NEEDS_EVIDENCE
 
 # A failed run's human reason, by its error code. Fixed sentences: never provider output or
 # evidence text, which a run's viewer may not be allowed to read.
@@ -188,20 +180,19 @@ class DreamRun(Aggregate):
         return dream_run_aggregate_id(scope_id, run_id)
 
     @classmethod
-    def accept(cls, scope_id: str, run_id: str, operation: str, requester: str,
-               idempotency_key: str, request: Mapping[str, Any], request_digest: str,
-               budget: Mapping[str, int], prompt_version: str, accepted_at: datetime,
-               trigger: str = RunTrigger.REQUEST,
+    def accept(cls, scope_id: str, run_id: str, requester: str, request: DreamRequest,
+               budget: Budget, prompt_version: str, accepted_at: datetime,
+               trigger: RunTrigger = RunTrigger.REQUEST,
                trace_parent: str | None = None) -> DreamRun:
-        """A queued run; ``requester`` is the principal whose rights the run always uses."""
-        if operation not in OPERATIONS:
-            raise InvalidRequestError(f"unknown operation {operation!r}", field="operation")
+        """A queued run of ``request`` within ``budget``; ``requester`` is the principal
+        whose rights the run always uses."""
         if trigger not in tuple(RunTrigger):
             raise InvalidRequestError(f"unknown trigger {trigger!r}", field="trigger")
-        return cls(scope_id=check_scope_id(scope_id), run_id=run_id, operation=operation,
-                   requester=requester, principal_key=principal_key(requester),
-                   idempotency_key=idempotency_key,
-                   request=dict(request), request_digest=request_digest, budget=dict(budget),
+        return cls(scope_id=check_scope_id(scope_id), run_id=run_id,
+                   operation=request.operation.value, requester=requester,
+                   principal_key=principal_key(requester),
+                   idempotency_key=request.idempotency_key, request=request.to_dict(),
+                   request_digest=request.digest, budget=budget.to_dict(),
                    prompt_version=prompt_version, accepted_at=accepted_at,
                    trigger=RunTrigger(trigger).value, trace_parent=trace_parent)
 
@@ -221,7 +212,7 @@ class DreamRun(Aggregate):
         # Parsed once here, as admitted (the event keeps the plain dict).
         self.request = DreamRequest.from_dict(request, idempotency_key)
         self.request_digest = request_digest
-        self.budget = dict(budget)
+        self.budget = Budget.as_admitted(budget)
         self.prompt_version = prompt_version
         self.accepted_at = accepted_at
         self.trigger = RunTrigger(trigger)
@@ -284,7 +275,7 @@ class DreamRun(Aggregate):
             raise AttemptConflictError(f"run {self.run_id} is held by attempt {self.attempt}",
                                        attempt=self.attempt, status=self.status.value)
         out_of_time = self.deadline_at is not None and now >= self.deadline_at
-        if out_of_time or self.attempt >= self.budget["max_model_calls"]:
+        if out_of_time or self.attempt >= self.budget.max_model_calls:
             self._failed(attempt=self.attempt, error=BudgetExceededError.code, completed_at=now,
                          reason=failure_reason(BudgetExceededError.code))
             return False
@@ -292,7 +283,7 @@ class DreamRun(Aggregate):
         self._attempt_started(
             attempt=self.attempt + 1, started_at=started_at,
             deadline_at=self.deadline_at
-            or started_at + timedelta(seconds=self.budget["timeout_seconds"]),
+            or started_at + timedelta(seconds=self.budget.timeout_seconds),
             model_config_id=self.model_config_id or model_config_id,
             lease_expires_at=now + timedelta(seconds=lease_seconds),
         )
@@ -341,7 +332,7 @@ class DreamRun(Aggregate):
     def count_model_call(self, attempt: int) -> None:
         """Count the call before making it, so an unconfirmed call still counts."""
         self.check_attempt(attempt)
-        if self.model_calls + 1 > self.budget["max_model_calls"]:
+        if self.model_calls + 1 > self.budget.max_model_calls:
             raise BudgetExceededError(f"run {self.run_id} has no model calls left",
                                       model_calls=self.model_calls)
         self._usage_recorded(attempt=attempt, model_calls=self.model_calls + 1,

@@ -16,7 +16,7 @@ from uuid import UUID, uuid5
 
 from domain.canonical import canonical_json, sha256_hex
 from domain.errors import TokenNotFoundError
-from domain.refs import SKILL, ArtifactRef, MemoryCitation, SourceRef
+from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef
 
 # Fixed forever: changing it would re-key every stored aggregate.
 ID_NAMESPACE = UUID("5d0b6f0e-6c8a-4f33-9f57-2f1f3c2a9d11")
@@ -86,7 +86,7 @@ def dream_candidate_id(run_id: str) -> str:
 
 def approved_artifact_id(scope_id: str, family: str, candidate_id: str) -> str:
     """Deterministic, so concurrent or repeated approvals of a Candidate name one Artifact."""
-    prefix = "exp" if family != SKILL else "skill"
+    prefix = "exp" if family != ArtifactFamily.SKILL else "skill"
     return f"{prefix}_" + sha256_hex(canonical_json([scope_id, candidate_id]))[:24]
 
 

@@ -50,12 +50,12 @@ class AccessPolicy:
 
     enforced: bool = True
 
-    def permits(self, caller: Caller, scope: Scope, action: str,
+    def permits(self, caller: Caller, scope: Scope, action: Action,
                 resource: Resource | None = None) -> bool:
         return (not self.enforced or caller.admin
                 or scope.permits(caller.name, action, resource))
 
-    def check(self, caller: Caller, scope: Scope, action: str,
+    def check(self, caller: Caller, scope: Scope, action: Action,
               resource: Resource | None = None) -> None:
         """Refuse unless permitted. A scope the caller has no access to at all is reported as
         absent, so scopes cannot be discovered by probing."""
@@ -67,7 +67,7 @@ class AccessPolicy:
                              principal=caller.name,
                              resource=None if resource is None else resource.to_dict())
 
-    def check_any(self, caller: Caller, scope: Scope, *actions: str) -> None:
+    def check_any(self, caller: Caller, scope: Scope, *actions: Action) -> None:
         """Permitted if any of ``actions`` is; otherwise the first refusal is reported."""
         refusal: DomainError | None = None
         for action in actions:
@@ -80,7 +80,7 @@ class AccessPolicy:
         raise refusal
 
     @staticmethod
-    def roles_permitting(action: str) -> frozenset[Role]:
+    def roles_permitting(action: Action) -> frozenset[Role]:
         """The roles that allow ``action`` on a whole scope (not one resource)."""
         return frozenset(role for role, actions in ROLE_PERMISSIONS.items() if action in actions)
 

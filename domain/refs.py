@@ -24,12 +24,6 @@ class ArtifactFamily(StrEnum):
 
 
 FAMILIES = tuple(ArtifactFamily)
-# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
-# ``ArtifactFamily`` instead.
-MEMORY: str = ArtifactFamily.MEMORY
-EXPERIENCE: str = ArtifactFamily.EXPERIENCE
-SKILL: str = ArtifactFamily.SKILL
-PROMPT: str = ArtifactFamily.PROMPT
 
 ARTIFACT_ID_MAX = 128
 SOURCE_TYPE_MAX = 128

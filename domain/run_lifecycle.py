@@ -7,24 +7,22 @@ never drift from the runs it counts. Nothing here reads the clock or the store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
+from domain.budget import Budget
 from domain.dream_queue import DreamQueue
+from domain.dream_request import DreamRequest
 from domain.dream_run import DreamRun, RunOutcome, RunTrigger
 
 
-def admit(queue: DreamQueue, *, run_id: str, operation: str, requester: str,
-          idempotency_key: str, request: Mapping[str, Any], request_digest: str,
-          budget: Mapping[str, int], prompt_version: str, now: datetime,
-          max_pending: int, trigger: str = RunTrigger.REQUEST,
+def admit(queue: DreamQueue, *, run_id: str, requester: str, request: DreamRequest,
+          budget: Budget, prompt_version: str, now: datetime, max_pending: int,
+          trigger: RunTrigger = RunTrigger.REQUEST,
           trace_parent: str | None = None) -> DreamRun:
     """A queued run, counted against the scope's capacity (``capacity_exceeded`` when full)."""
-    queue.admit(run_id, operation, max_pending)
-    return DreamRun.accept(queue.scope_id, run_id, operation, requester, idempotency_key,
-                           request, request_digest, budget, prompt_version, now, trigger,
-                           trace_parent)
+    queue.admit(run_id, request.operation, max_pending)
+    return DreamRun.accept(queue.scope_id, run_id, requester, request, budget, prompt_version,
+                           now, trigger, trace_parent)
 
 
 def claim(run: DreamRun, queue: DreamQueue, now: datetime, model_config_id: str,

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.access import ReadDecision, Resource, Role, has_any_access, permits
+from domain.access import Action, ReadDecision, Resource, Role, has_any_access, permits
 from domain.errors import InvalidRoleError, InvalidSettingsError
 from domain.ids import scope_aggregate_id
 from domain.text import check_identifier, check_scope_id
@@ -152,7 +152,7 @@ class Scope(Aggregate):
     def grants_of(self, principal: str) -> dict[str, ReadDecision]:
         return self.read_grants.get(principal, {})
 
-    def permits(self, principal: str, action: str, resource: Resource | None = None) -> bool:
+    def permits(self, principal: str, action: Action, resource: Resource | None = None) -> bool:
         return permits(self.roles_of(principal), self.grants_of(principal), action, resource)
 
     def acknowledges(self, principal: str) -> bool:

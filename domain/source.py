@@ -30,10 +30,6 @@ class Eligibility(StrEnum):
 
 
 ELIGIBILITIES = tuple(Eligibility)
-# Aliases (typed ``str`` as before) for the edges that still import the bare names; use
-# ``Eligibility`` instead.
-ELIGIBLE: str = Eligibility.ELIGIBLE
-LINEAGE_ONLY: str = Eligibility.LINEAGE_ONLY
 
 SOURCE_TEXT_MAX_BYTES = 65_536
 SOURCE_PAYLOAD_MAX_BYTES = 65_536

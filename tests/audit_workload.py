@@ -18,7 +18,7 @@ from application.review import Revision
 from domain.dream_request import DreamRequest
 from domain.errors import DomainError
 from domain.policy import LOCAL
-from domain.refs import EXPERIENCE, Lineage, MemoryCitation, SourceRef
+from domain.refs import ArtifactFamily, Lineage, MemoryCitation, SourceRef
 
 WORDS = ("deploy", "rollout", "digest", "retry", "idempotency", "cache", "timeout", "queue",
          "lease", "schema", "replica", "token", "alert", "canary", "pipeline", "patch")
@@ -119,7 +119,7 @@ class WorkloadRunner:
 
     def propose(self, scope_id: str) -> None:
         candidate_id = self._next("c")
-        self.app.review.propose_candidate(LOCAL, scope_id, candidate_id, EXPERIENCE,
+        self.app.review.propose_candidate(LOCAL, scope_id, candidate_id, ArtifactFamily.EXPERIENCE,
                                           _experience(self.rng),
                                           Lineage(memory_citations=(self._citation(scope_id),)),
                                           "a lesson from the records")

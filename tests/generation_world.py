@@ -17,7 +17,7 @@ from domain.artifact import Artifact
 from domain.budget import DEFAULT_BUDGET
 from domain.evidence.resolution import Resolution, resolve
 from domain.ids import EvidenceRef, evidence_id
-from domain.refs import EXPERIENCE, MEMORY, ArtifactRef, Lineage, MemoryCitation, SourceRef
+from domain.refs import ArtifactFamily, ArtifactRef, Lineage, MemoryCitation, SourceRef
 from domain.source import Source
 
 SCOPE = "generator-tests"
@@ -51,18 +51,24 @@ class World:
 
     def experience(self, artifact_id: str, content: dict[str, Any],
                    sources: Sequence[SourceRef] = ()) -> ArtifactRef:
-        created = Artifact.create(SCOPE, EXPERIENCE, artifact_id, content,
+        created = Artifact.create(SCOPE, ArtifactFamily.EXPERIENCE, artifact_id, content,
                                   Lineage(sources=tuple(sources)), {"kind": "test"})
-        self.artifacts[(EXPERIENCE, artifact_id)] = created
+        self.artifacts[(ArtifactFamily.EXPERIENCE, artifact_id)] = created
         return created.head_ref
 
     def entry(self, entry_id: str, text: str, *, kind: str,
               sources: Sequence[SourceRef] = ()) -> MemoryCitation:
-        memory = self.artifacts.get((MEMORY, "memory"))
+        memory = self.artifacts.get((ArtifactFamily.MEMORY, "memory"))
         if memory is None:
-            memory = Artifact.create(SCOPE, MEMORY, "memory", {"title": "notes"}, Lineage(),
-                                     {"kind": "test"})
-            self.artifacts[(MEMORY, "memory")] = memory
+            memory = Artifact.create(
+                SCOPE,
+                ArtifactFamily.MEMORY,
+                "memory",
+                {"title": "notes"},
+                Lineage(),
+                {"kind": "test"},
+            )
+            self.artifacts[(ArtifactFamily.MEMORY, "memory")] = memory
         version = memory.add_entry(entry_id, kind, text, sources, [])
         return MemoryCitation(memory.head_ref, entry_id, version.entry_version_id)
 

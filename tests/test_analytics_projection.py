@@ -21,9 +21,9 @@ from adapters.settings import Settings
 from adapters.store.projection_runtime import RunningProjection, start_projection
 from adapters.store.view_batches import open_view
 from application.bootstrap import Dreaming
-from domain.budget import effective_budget
+from domain.budget import Budget
 from domain.candidate import Candidate
-from domain.canonical import digest
+from domain.dream_request import DreamRequest
 from domain.dream_run import DreamRun
 from domain.errors import InvalidRequestError
 from domain.refs import ArtifactRef, Lineage, SourceRef
@@ -64,8 +64,9 @@ def view(settings: Settings) -> Iterator[AnalyticsView]:
 
 def accept(scope_id: str, run_id: str, operation: str, accepted_at: datetime) -> DreamRun:
     request = {"operation": operation, "target": None}
-    return DreamRun.accept(scope_id, run_id, operation, "alice", f"idem-{run_id}", request,
-                           digest(request), effective_budget(), "prompt-v1", accepted_at)
+    return DreamRun.accept(scope_id, run_id, "alice",
+                           DreamRequest.from_dict(request, f"idem-{run_id}"), Budget(),
+                           "prompt-v1", accepted_at)
 
 
 def start(run: DreamRun, at: datetime) -> int:

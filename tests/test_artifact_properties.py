@@ -41,9 +41,7 @@ from hypothesis.stateful import (
 from application.bootstrap import Dreaming
 from application.store import EventStore
 from domain.artifact import (
-    ACTIVE,
     DEACTIVATION_REASON_MAX_BYTES,
-    INACTIVE,
     Artifact,
     ArtifactRevision,
     EntryStatus,
@@ -60,11 +58,11 @@ from domain.content import (
     entry_version_id,
 )
 from domain.erasure import ERASED_TEXT
-from domain.refs import EXPERIENCE, MEMORY, PROMPT, SKILL, ArtifactRef, Lineage, SourceRef
+from domain.refs import ArtifactFamily, ArtifactRef, Lineage, SourceRef
 from tests.property_support import PURE, assert_refused, replay, run_through_the_store
 
 Ref = TypeVar("Ref", SourceRef, ArtifactRef)
-ORDINARY = (EXPERIENCE, SKILL, PROMPT)
+ORDINARY = (ArtifactFamily.EXPERIENCE, ArtifactFamily.SKILL, ArtifactFamily.PROMPT)
 # Stand-ins resolved when the rule runs: the current head, and the revision just before it.
 HEAD = "<head>"
 STALE = "<head - 1>"
@@ -95,7 +93,10 @@ prompt_contents = st.fixed_dictionaries(
     optional={"parameters": st.dictionaries(st.text(max_size=5), prompt_scalars, max_size=3)},
 )
 VALID_CONTENT: dict[str, st.SearchStrategy[dict[str, Any]]] = {
-    EXPERIENCE: experience_contents, SKILL: skill_contents, PROMPT: prompt_contents}
+    ArtifactFamily.EXPERIENCE: experience_contents,
+    ArtifactFamily.SKILL: skill_contents,
+    ArtifactFamily.PROMPT: prompt_contents,
+}
 
 EXPERIENCE_OK: dict[str, Any] = {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"}
 SKILL_OK: dict[str, Any] = {"name": "tidy-logs", "description": "d", "instructions": "i",
@@ -103,7 +104,7 @@ SKILL_OK: dict[str, Any] = {"name": "tidy-logs", "description": "d", "instructio
 PROMPT_OK: dict[str, Any] = {"template": "Hello {name}", "parameters": {"name": "x"}}
 # Each invalid content has exactly one defect, named by the code it must be refused with.
 INVALID_CONTENT: dict[str, list[tuple[Any, str]]] = {
-    EXPERIENCE: [
+    ArtifactFamily.EXPERIENCE: [
         ({**EXPERIENCE_OK, "extra": "x"}, "invalid_content"),
         ({k: v for k, v in EXPERIENCE_OK.items() if k != "lesson"}, "invalid_text"),
         ({**EXPERIENCE_OK, "situation": " padded"}, "invalid_text"),
@@ -111,7 +112,7 @@ INVALID_CONTENT: dict[str, list[tuple[Any, str]]] = {
         ({**EXPERIENCE_OK, "action": "a" * (EXPERIENCE_FIELD_MAX_CHARS + 1)}, "text_too_large"),
         ("not an object", "invalid_content"),
     ],
-    SKILL: [
+    ArtifactFamily.SKILL: [
         ({**SKILL_OK, "name": "Tidy Logs"}, "invalid_content"),
         ({**SKILL_OK, "name": "tidy--logs"}, "invalid_content"),
         ({**SKILL_OK, "name": "a" * (SKILL_NAME_MAX + 1)}, "text_too_large"),
@@ -122,7 +123,7 @@ INVALID_CONTENT: dict[str, list[tuple[Any, str]]] = {
         ({**SKILL_OK, "description": "d" * (SKILL_DESCRIPTION_MAX + 1)}, "text_too_large"),
         ({k: v for k, v in SKILL_OK.items() if k != "instructions"}, "invalid_text"),
     ],
-    PROMPT: [
+    ArtifactFamily.PROMPT: [
         ({**PROMPT_OK, "template": "   "}, "invalid_text"),
         ({"parameters": {}}, "invalid_text"),
         ({**PROMPT_OK, "template": "x" * (PROMPT_TEMPLATE_MAX_BYTES + 1)}, "text_too_large"),
@@ -131,13 +132,16 @@ INVALID_CONTENT: dict[str, list[tuple[Any, str]]] = {
         ({**PROMPT_OK, "extra": 1}, "invalid_content"),
     ],
 }
-OK_CONTENT: dict[str, dict[str, Any]] = {EXPERIENCE: EXPERIENCE_OK, SKILL: SKILL_OK,
-                                          PROMPT: PROMPT_OK}
+OK_CONTENT: dict[str, dict[str, Any]] = {
+    ArtifactFamily.EXPERIENCE: EXPERIENCE_OK,
+    ArtifactFamily.SKILL: SKILL_OK,
+    ArtifactFamily.PROMPT: PROMPT_OK,
+}
 
 
 def normalised_content(family: str, content: dict[str, Any]) -> dict[str, Any]:
     """What the family stores for valid ``content``: prompts always carry ``parameters``."""
-    if family == PROMPT:
+    if family == ArtifactFamily.PROMPT:
         return {"template": content["template"], "parameters": content.get("parameters", {})}
     return dict(content)
 
@@ -145,8 +149,11 @@ def normalised_content(family: str, content: dict[str, Any]) -> dict[str, Any]:
 # -- references ----------------------------------------------------------------------------
 
 SOURCE_POOL = [SourceRef("task", "t1"), SourceRef("task", "t2"), SourceRef("tool_result", "r/1")]
-ARTIFACT_POOL = [ArtifactRef(EXPERIENCE, "e1", 1), ArtifactRef(SKILL, "s1", 2),
-                 ArtifactRef(MEMORY, "other", 3)]
+ARTIFACT_POOL = [
+    ArtifactRef(ArtifactFamily.EXPERIENCE, "e1", 1),
+    ArtifactRef(ArtifactFamily.SKILL, "s1", 2),
+    ArtifactRef(ArtifactFamily.MEMORY, "other", 3),
+]
 # Duplicates and arbitrary order: references are a set, so neither may change anything.
 source_lists = st.lists(st.sampled_from(SOURCE_POOL), max_size=4)
 artifact_lists = st.lists(st.sampled_from(ARTIFACT_POOL), max_size=3)
@@ -351,7 +358,7 @@ class OrdinaryArtifactMachine(ArtifactMachine):
 @dataclass
 class EntryModel:
     versions: list[tuple[str, str]] = field(default_factory=list)  # (version id, content hash)
-    status: str = ACTIVE
+    status: str = EntryStatus.ACTIVE
 
 
 class MemoryMachine(ArtifactMachine):
@@ -373,8 +380,14 @@ class MemoryMachine(ArtifactMachine):
     @initialize(title=st.one_of(st.none(), field_texts))
     def create_memory(self, title: str | None) -> None:
         content = {} if title is None else {"title": title}
-        self.artifact = Artifact.create(self.scope_id, MEMORY, self.memory_id, content,
-                                        Lineage(), {"kind": "management", "principal": "alice"})
+        self.artifact = Artifact.create(
+            self.scope_id,
+            ArtifactFamily.MEMORY,
+            self.memory_id,
+            content,
+            Lineage(),
+            {"kind": "management", "principal": "alice"},
+        )
         self.content = content
         self.manifests.append({})
         self.provenances.append({"kind": "management", "principal": "alice"})
@@ -411,10 +424,10 @@ class MemoryMachine(ArtifactMachine):
         return version_id, content_hash
 
     def active(self) -> list[str]:
-        return sorted(e for e, m in self.entries.items() if m.status == ACTIVE)
+        return sorted(e for e, m in self.entries.items() if m.status == EntryStatus.ACTIVE)
 
     def inactive(self) -> list[str]:
-        return sorted(e for e, m in self.entries.items() if m.status == INACTIVE)
+        return sorted(e for e, m in self.entries.items() if m.status == EntryStatus.INACTIVE)
 
     # -- rules: valid arguments, refused only by the compare-and-set or the entry's state -----
 
@@ -457,7 +470,7 @@ class MemoryMachine(ArtifactMachine):
         expected = self.resolve(expected_revision)
         code = ("artifact_conflict" if not self.cas_holds(expected)
                 else "memory_entry_erased" if model.status == EntryStatus.ERASED
-                else "memory_entry_inactive" if model.status != ACTIVE
+                else "memory_entry_inactive" if model.status != EntryStatus.ACTIVE
                 # The entry's own compare-and-set: a stale version id is a conflict.
                 else "artifact_conflict" if expected_version_id not in (None, current)
                 else None)
@@ -509,14 +522,14 @@ class MemoryMachine(ArtifactMachine):
         expected = self.resolve(expected_revision)
         code = ("artifact_conflict" if not self.cas_holds(expected)
                 else "memory_entry_erased" if model.status == EntryStatus.ERASED
-                else "memory_entry_inactive" if model.status != ACTIVE
+                else "memory_entry_inactive" if model.status != EntryStatus.ACTIVE
                 else None)
         deactivate = partial(self.artifact.deactivate_entry, entry_id, reason, expected)
         if code is not None:
             assert_refused(self.artifact, code, deactivate)
             return
         deactivate()
-        model.status = INACTIVE
+        model.status = EntryStatus.INACTIVE
         self.new_revision(entry_id, "entry_deactivated")
 
     @precondition(lambda self: bool(self.entries))
@@ -528,14 +541,14 @@ class MemoryMachine(ArtifactMachine):
         expected = self.resolve(expected_revision)
         code = ("artifact_conflict" if not self.cas_holds(expected)
                 else "memory_entry_erased" if model.status == EntryStatus.ERASED
-                else "memory_entry_active" if model.status == ACTIVE
+                else "memory_entry_active" if model.status == EntryStatus.ACTIVE
                 else None)
         reactivate = partial(self.artifact.reactivate_entry, entry_id, expected)
         if code is not None:
             assert_refused(self.artifact, code, reactivate)
             return
         reactivate()
-        model.status = ACTIVE
+        model.status = EntryStatus.ACTIVE
         self.new_revision(entry_id, "entry_reactivated")
 
     @precondition(lambda self: bool(self.entries))

@@ -35,6 +35,7 @@ from hypothesis.stateful import (
 )
 
 from adapters.settings import Settings
+from adapters.store.held_queues import HeldQueues
 from adapters.store.persistence import application_env
 from adapters.store.projection_runtime import RunningProjection, start_projection
 from application.bootstrap import Dreaming
@@ -115,7 +116,8 @@ class AutoDreamingMachine(RuleBasedStateMachine):
 
     def _open(self) -> list[Dreaming]:
         env = application_env(self.store_settings)
-        return [Dreaming(env=env, clock=self.clock, enforce_access=False) for _ in range(2)]
+        return [Dreaming(env=env, clock=self.clock, enforce_access=False,
+                         run_queues=HeldQueues) for _ in range(2)]
 
     # -- records --------------------------------------------------------------------------------
 

@@ -24,9 +24,9 @@ from adapters.store.projection_runtime import RunningProjection, start_projectio
 from adapters.store.view_batches import open_view, rebuild
 from application.auto_dreaming import Tick
 from application.bootstrap import Dreaming
-from application.execution import DreamExecutor
 from domain import run_lifecycle
 from domain.auto_dream import GateName, Settlement
+from domain.budget import Budget
 from domain.dream_request import DreamRequest
 from domain.dream_run import DreamRun, RunOutcome, RunStatus, RunTrigger
 from domain.errors import InvalidRequestError
@@ -90,7 +90,7 @@ def test_a_window_runs_like_any_run_and_advances_the_cursor(
     assert len(run.request.memory_citations) == 1
     # Executed and proposed like any other run, acting as the service for the scope.
     model = ScriptedModel()
-    executor = DreamExecutor(app.runs, GeneratorRegistry(model), 60)
+    executor = app.executor(GeneratorRegistry(model), 60)
     attempt = executor.claim("s", run_id)
     assert attempt is not None
     done = executor.execute(attempt)
@@ -275,8 +275,8 @@ def test_requested_runs_and_runs_admitted_before_triggers_are_requests(
     assert old.trigger == RunTrigger.REQUEST  # type: ignore[attr-defined]
     assert old.mutate(None).trigger == RunTrigger.REQUEST  # type: ignore[attr-defined]
     with pytest.raises(InvalidRequestError) as refused:
-        DreamRun.accept("s", "r", "refine_experience", "p", "k", {}, "d", {}, "v",
-                        datetime.now(tz=UTC), trigger="cron")
+        DreamRun.accept("s", "r", "p", request, Budget(), "v", datetime.now(tz=UTC),
+                        trigger="cron")  # type: ignore[arg-type]
     assert refused.value.details["field"] == "trigger"
 
 

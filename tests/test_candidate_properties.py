@@ -35,72 +35,76 @@ from hypothesis.stateful import (
 
 from application.bootstrap import Dreaming
 from domain.candidate import (
-    APPROVED,
     MAX_CANDIDATE_EVIDENCE,
-    PENDING,
     REASON_MAX_CHARS,
-    REJECTED,
     Candidate,
+    CandidateStatus,
     CandidateVersion,
 )
 from domain.errors import DomainError
-from domain.refs import (
-    EXPERIENCE,
-    MEMORY,
-    PROMPT,
-    SKILL,
-    ArtifactRef,
-    Lineage,
-    MemoryCitation,
-    SourceRef,
-)
+from domain.refs import ArtifactFamily, ArtifactRef, Lineage, MemoryCitation, SourceRef
 from tests.property_support import PURE, assert_refused, replay, run_through_the_store
 
 # -- strategies ----------------------------------------------------------------------------
 
 field_texts = st.text(min_size=1, max_size=12).filter(lambda s: s == s.strip() and bool(s))
 PROPOSALS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
-    EXPERIENCE: st.fixed_dictionaries(
+    ArtifactFamily.EXPERIENCE: st.fixed_dictionaries(
         {"situation": field_texts, "action": field_texts, "outcome": field_texts,
          "lesson": field_texts},
         optional={"failure": field_texts}),
-    SKILL: st.fixed_dictionaries({
+    ArtifactFamily.SKILL: st.fixed_dictionaries({
         "name": st.sampled_from(["tidy-logs", "retry-safely", "a1"]),
         "description": field_texts, "instructions": field_texts,
         "validation": st.lists(field_texts, min_size=1, max_size=3)}),
 }
 OK_PROPOSAL: dict[str, dict[str, Any]] = {
-    EXPERIENCE: {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"},
-    SKILL: {"name": "tidy-logs", "description": "d", "instructions": "i", "validation": ["v"]},
+    ArtifactFamily.EXPERIENCE: {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"},
+    ArtifactFamily.SKILL: {
+        "name": "tidy-logs",
+        "description": "d",
+        "instructions": "i",
+        "validation": ["v"],
+    },
 }
 BAD_PROPOSALS: dict[str, list[tuple[Any, str]]] = {
-    EXPERIENCE: [({**OK_PROPOSAL[EXPERIENCE], "extra": "x"}, "invalid_content"),
-                 ({**OK_PROPOSAL[EXPERIENCE], "lesson": " l"}, "invalid_text"),
-                 (OK_PROPOSAL[SKILL], "invalid_content")],
-    SKILL: [({**OK_PROPOSAL[SKILL], "name": "Not A Name"}, "invalid_content"),
-            ({**OK_PROPOSAL[SKILL], "validation": []}, "invalid_content"),
-            (OK_PROPOSAL[EXPERIENCE], "invalid_content")],
+    ArtifactFamily.EXPERIENCE: [
+        ({**OK_PROPOSAL[ArtifactFamily.EXPERIENCE], "extra": "x"}, "invalid_content"),
+        ({**OK_PROPOSAL[ArtifactFamily.EXPERIENCE], "lesson": " l"}, "invalid_text"),
+        (OK_PROPOSAL[ArtifactFamily.SKILL], "invalid_content"),
+    ],
+    ArtifactFamily.SKILL: [
+        ({**OK_PROPOSAL[ArtifactFamily.SKILL], "name": "Not A Name"}, "invalid_content"),
+        ({**OK_PROPOSAL[ArtifactFamily.SKILL], "validation": []}, "invalid_content"),
+        (OK_PROPOSAL[ArtifactFamily.EXPERIENCE], "invalid_content"),
+    ],
 }
 
 SOURCES = [SourceRef("task", "t1"), SourceRef("task", "t2"), SourceRef("tool_result", "r/1")]
-ARTIFACTS = [ArtifactRef(EXPERIENCE, "e-old", 1), ArtifactRef(SKILL, "s-old", 2),
-             ArtifactRef(PROMPT, "p", 1)]
-CITATIONS = [MemoryCitation(ArtifactRef(MEMORY, "m1", 2), "e1", "ev_" + "a" * 32),
-             MemoryCitation(ArtifactRef(MEMORY, "m1", 3), "e2", "ev_" + "b" * 32)]
+ARTIFACTS = [
+    ArtifactRef(ArtifactFamily.EXPERIENCE, "e-old", 1),
+    ArtifactRef(ArtifactFamily.SKILL, "s-old", 2),
+    ArtifactRef(ArtifactFamily.PROMPT, "p", 1),
+]
+CITATIONS = [MemoryCitation(ArtifactRef(ArtifactFamily.MEMORY, "m1", 2), "e1", "ev_" + "a" * 32),
+             MemoryCitation(ArtifactRef(ArtifactFamily.MEMORY, "m1", 3), "e2", "ev_" + "b" * 32)]
 TARGETS = {family: [ArtifactRef(family, "target-1", 1), ArtifactRef(family, "target-1", 2)]
-           for family in (EXPERIENCE, SKILL)}
+           for family in (ArtifactFamily.EXPERIENCE, ArtifactFamily.SKILL)}
 
 
 def has_exact_evidence(lineage: Lineage) -> bool:
     """The envelope: 1-32 references, at least one of them not a Prompt."""
-    non_prompt = [a for a in lineage.artifacts if a.family != PROMPT]
+    non_prompt = [a for a in lineage.artifacts if a.family != ArtifactFamily.PROMPT]
     return (1 <= len(lineage) <= MAX_CANDIDATE_EVIDENCE
             and bool(lineage.sources or lineage.memory_citations or non_prompt))
 
 
 def lineages(family: str, target: ArtifactRef | None) -> st.SearchStrategy[Lineage]:
-    citations = st.lists(st.sampled_from(CITATIONS), max_size=2) if family == EXPERIENCE \
+    citations = (
+        st.lists(st.sampled_from(CITATIONS), max_size=2)
+        if family == ArtifactFamily.EXPERIENCE
         else st.just([])
+    )
     return st.builds(
         lambda s, a, c: Lineage(sources=tuple(s),
                                 artifacts=(*a, *([target] if target else [])),
@@ -119,7 +123,9 @@ CURRENT, STALE = "<current>", "<current - 1>"
 # Mostly the current version, sometimes the previous one, sometimes arbitrary.
 expected_versions = st.one_of(st.just(CURRENT), st.just(CURRENT), st.just(STALE),
                               st.integers(0, 6))
-results = st.builds(lambda n: ArtifactRef(EXPERIENCE, "approved-1", n), st.integers(1, 4))
+results = st.builds(
+    lambda n: ArtifactRef(ArtifactFamily.EXPERIENCE, "approved-1", n), st.integers(1, 4)
+)
 
 
 # -- helpers shared by the machines --------------------------------------------------------
@@ -135,13 +141,13 @@ class CandidateMachine(RuleBasedStateMachine):
         self.family = ""
         self.target: ArtifactRef | None = None
         self.versions: list[CandidateVersion] = []
-        self.status = PENDING
+        self.status = CandidateStatus.PENDING
         self.approved_version: int | None = None
         self.result: ArtifactRef | None = None
         self.decision_reason: str | None = None
         self.rejected_version: int | None = None
         self.conflict: dict[str, Any] | None = None
-        self.statuses_seen = [PENDING]
+        self.statuses_seen = [CandidateStatus.PENDING]
 
     def commit(self) -> list[Any]:
         """Take the pending events; the stored variant also saves them."""
@@ -162,15 +168,20 @@ class CandidateMachine(RuleBasedStateMachine):
 
     def refusal_for(self, expected_version: int) -> str | None:
         """Every review command first needs a pending candidate at the expected version."""
-        if self.status != PENDING:
+        if self.status != CandidateStatus.PENDING:
             return "candidate_terminal"
         if expected_version != len(self.versions):
             return "candidate_conflict"
         return None
 
-    @initialize(data=st.data(), family=st.sampled_from([EXPERIENCE, SKILL]),
-                targeted=st.booleans(), reason=reasons, proposer=principals,
-                run_id=st.sampled_from([None, "run-1"]))
+    @initialize(
+        data=st.data(),
+        family=st.sampled_from([ArtifactFamily.EXPERIENCE, ArtifactFamily.SKILL]),
+        targeted=st.booleans(),
+        reason=reasons,
+        proposer=principals,
+        run_id=st.sampled_from([None, "run-1"]),
+    )
     def propose(self, data: st.DataObject, family: str, targeted: bool, reason: str,
                 proposer: str, run_id: str | None) -> None:
         self.family = family
@@ -217,13 +228,13 @@ class CandidateMachine(RuleBasedStateMachine):
         }
         if self.target is None:
             cases["only prompt evidence"] = ("invalid_candidate", {**ok, "lineage": Lineage(
-                artifacts=(ArtifactRef(PROMPT, "p", 1),))})
+                artifacts=(ArtifactRef(ArtifactFamily.PROMPT, "p", 1),))})
         else:
             cases["target missing from lineage"] = ("invalid_candidate", {**ok, "lineage":
                                                     Lineage(sources=(SOURCES[0],))})
             cases["target of a different revision"] = ("invalid_candidate", {
                 **ok, "target": ArtifactRef(self.family, "target-1", self.target.revision + 5)})
-        if self.family == SKILL:
+        if self.family == ArtifactFamily.SKILL:
             cases["memory citation on a skill"] = ("invalid_candidate", {**ok, "lineage": Lineage(
                 sources=(SOURCES[0],), memory_citations=(CITATIONS[0],),
                 artifacts=current.lineage.artifacts)})
@@ -235,7 +246,7 @@ class CandidateMachine(RuleBasedStateMachine):
             cases[f"reviser {reviser[:8]!r}"] = ("invalid_identifier", {**ok, "reviser": reviser})
         return cases
 
-    @precondition(lambda self: self.status == PENDING)
+    @precondition(lambda self: self.status == CandidateStatus.PENDING)
     @rule(data=st.data())
     def a_revision_with_one_defect_is_refused(self, data: st.DataObject) -> None:
         cases = self.defective_revisions()
@@ -251,7 +262,7 @@ class CandidateMachine(RuleBasedStateMachine):
                                                         approver: str) -> None:
         version = self.resolve(expected)
         approve = partial(self.candidate.approve, version, result, approver)
-        if self.status == APPROVED:
+        if self.status == CandidateStatus.APPROVED:
             if version == self.approved_version:
                 before = copy.deepcopy(self.candidate)
                 assert approve() is False
@@ -266,11 +277,11 @@ class CandidateMachine(RuleBasedStateMachine):
             assert_refused(self.candidate, code, approve)
             return
         assert approve() is True
-        self.status, self.approved_version, self.result = APPROVED, version, result
+        self.status, self.approved_version, self.result = CandidateStatus.APPROVED, version, result
         self.conflict = None
         self.record(expect_events=1)
 
-    @precondition(lambda self: self.status == APPROVED)
+    @precondition(lambda self: self.status == CandidateStatus.APPROVED)
     @rule(result=results, approver=principals)
     def approving_the_approved_version_again_changes_nothing(self, result: ArtifactRef,
                                                              approver: str) -> None:
@@ -286,7 +297,7 @@ class CandidateMachine(RuleBasedStateMachine):
                                reviewer: str) -> None:
         version = self.resolve(expected)
         text, reason_code = reason if isinstance(reason, tuple) else (reason, None)
-        if (self.status == REJECTED and version == self.rejected_version
+        if (self.status == CandidateStatus.REJECTED and version == self.rejected_version
                 and text == self.decision_reason):
             before = copy.deepcopy(self.candidate)
             assert self.candidate.reject(version, text, reviewer) is False  # a replay
@@ -300,7 +311,11 @@ class CandidateMachine(RuleBasedStateMachine):
             assert_refused(self.candidate, code, reject)
             return
         reject()
-        self.status, self.decision_reason, self.rejected_version = REJECTED, text, version
+        self.status, self.decision_reason, self.rejected_version = (
+            CandidateStatus.REJECTED,
+            text,
+            version,
+        )
         self.record(expect_events=1)
 
     @rule(expected=expected_versions,
@@ -324,27 +339,84 @@ class CandidateMachine(RuleBasedStateMachine):
         family, lineage, target = self.family, self.versions[0].lineage, self.target
         proposal = OK_PROPOSAL[family]
         cases: dict[str, tuple[str, Callable[[], object]]] = {
-            "prompt family": ("invalid_candidate", lambda: Candidate.propose(
-                self.scope_id, "c2", PROMPT, None, {"template": "t"}, lineage, "r", "a")),
-            "memory family": ("invalid_candidate", lambda: Candidate.propose(
-                self.scope_id, "c2", MEMORY, None, {}, lineage, "r", "a")),
-            "target of another family": ("invalid_candidate", lambda: Candidate.propose(
-                self.scope_id, "c2", family, ArtifactRef(PROMPT, "p", 1), proposal,
-                Lineage(sources=(SOURCES[0],), artifacts=(ArtifactRef(PROMPT, "p", 1),)),
-                "r", "a")),
-            "target not in lineage": ("invalid_candidate", lambda: Candidate.propose(
-                self.scope_id, "c2", family, TARGETS[family][0], proposal,
-                Lineage(sources=(SOURCES[0],)), "r", "a")),
-            "no evidence": ("evidence_limit_exceeded", lambda: Candidate.propose(
-                self.scope_id, "c2", family, None, proposal, Lineage(), "r", "a")),
-            "bad scope id": ("invalid_scope_id", lambda: Candidate.propose(
-                "no spaces", "c2", family, target, proposal, lineage, "r", "a")),
-            "bad candidate id": ("invalid_identifier", lambda: Candidate.propose(
-                self.scope_id, " c2", family, target, proposal, lineage, "r", "a")),
-            "bad proposer": ("invalid_identifier", lambda: Candidate.propose(
-                self.scope_id, "c2", family, target, proposal, lineage, "r", "")),
-            "blank reason": ("invalid_text", lambda: Candidate.propose(
-                self.scope_id, "c2", family, target, proposal, lineage, " ", "a")),
+            "prompt family": (
+                "invalid_candidate",
+                lambda: Candidate.propose(
+                    self.scope_id,
+                    "c2",
+                    ArtifactFamily.PROMPT,
+                    None,
+                    {"template": "t"},
+                    lineage,
+                    "r",
+                    "a",
+                ),
+            ),
+            "memory family": (
+                "invalid_candidate",
+                lambda: Candidate.propose(
+                    self.scope_id, "c2", ArtifactFamily.MEMORY, None, {}, lineage, "r", "a"
+                ),
+            ),
+            "target of another family": (
+                "invalid_candidate",
+                lambda: Candidate.propose(
+                    self.scope_id,
+                    "c2",
+                    family,
+                    ArtifactRef(ArtifactFamily.PROMPT, "p", 1),
+                    proposal,
+                    Lineage(
+                        sources=(SOURCES[0],),
+                        artifacts=(ArtifactRef(ArtifactFamily.PROMPT, "p", 1),),
+                    ),
+                    "r",
+                    "a",
+                ),
+            ),
+            "target not in lineage": (
+                "invalid_candidate",
+                lambda: Candidate.propose(
+                    self.scope_id,
+                    "c2",
+                    family,
+                    TARGETS[family][0],
+                    proposal,
+                    Lineage(sources=(SOURCES[0],)),
+                    "r",
+                    "a",
+                ),
+            ),
+            "no evidence": (
+                "evidence_limit_exceeded",
+                lambda: Candidate.propose(
+                    self.scope_id, "c2", family, None, proposal, Lineage(), "r", "a"
+                ),
+            ),
+            "bad scope id": (
+                "invalid_scope_id",
+                lambda: Candidate.propose(
+                    "no spaces", "c2", family, target, proposal, lineage, "r", "a"
+                ),
+            ),
+            "bad candidate id": (
+                "invalid_identifier",
+                lambda: Candidate.propose(
+                    self.scope_id, " c2", family, target, proposal, lineage, "r", "a"
+                ),
+            ),
+            "bad proposer": (
+                "invalid_identifier",
+                lambda: Candidate.propose(
+                    self.scope_id, "c2", family, target, proposal, lineage, "r", ""
+                ),
+            ),
+            "blank reason": (
+                "invalid_text",
+                lambda: Candidate.propose(
+                    self.scope_id, "c2", family, target, proposal, lineage, " ", "a"
+                ),
+            ),
         }
         name = data.draw(st.sampled_from(sorted(cases)), "defect")
         code, propose = cases[name]
@@ -360,7 +432,11 @@ class CandidateMachine(RuleBasedStateMachine):
         if self.statuses_seen[-1] != self.status:
             self.statuses_seen.append(self.status)
         # pending, then at most one decision, never back.
-        assert self.statuses_seen in ([PENDING], [PENDING, APPROVED], [PENDING, REJECTED])
+        assert self.statuses_seen in (
+            [CandidateStatus.PENDING],
+            [CandidateStatus.PENDING, CandidateStatus.APPROVED],
+            [CandidateStatus.PENDING, CandidateStatus.REJECTED],
+        )
 
     @invariant()
     def versions_are_immutable_and_numbered_from_one(self) -> None:
@@ -384,14 +460,14 @@ class CandidateMachine(RuleBasedStateMachine):
         assert self.candidate.approved_version == self.approved_version
         assert self.candidate.result == self.result
         assert self.candidate.decision_reason == self.decision_reason
-        if self.status == APPROVED:
+        if self.status == CandidateStatus.APPROVED:
             assert self.approved_version in range(1, len(self.versions) + 1)
             assert self.candidate.conflict is None
-        if self.status == PENDING:
+        if self.status == CandidateStatus.PENDING:
             assert self.approved_version is None
             assert self.decision_reason is None
             assert self.candidate.conflict == self.conflict
-        if self.status == REJECTED:
+        if self.status == CandidateStatus.REJECTED:
             # A decided candidate no longer shows a conflict from before the decision.
             assert self.candidate.conflict is None
             assert self.approved_version is None

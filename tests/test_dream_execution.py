@@ -48,7 +48,7 @@ def model() -> ScriptedModel:
 
 def executor_for(app: Dreaming, model: ScriptedModel, lease: float = 60.0,
                  **options: Any) -> DreamExecutor:
-    return DreamExecutor(app.runs, GeneratorRegistry(model), lease, **options)
+    return app.executor(GeneratorRegistry(model), lease, **options)
 
 
 def cite(app: Dreaming, entry_id: str = "e1") -> MemoryCitation:
@@ -331,7 +331,7 @@ def test_single_flight_holds_a_second_run_until_the_first_ends(
 def test_a_run_keeps_its_model_configuration_while_it_is_registered(
         world: Dreaming, model: ScriptedModel) -> None:
     registry = GeneratorRegistry(model)
-    executor = DreamExecutor(world.runs, registry)
+    executor = world.executor(registry)
     first, second = admit(world, "k1"), admit(world, "k2", memory_citations=[],
                                              artifacts=[ArtifactRef("experience", "x", 1)])
     pinned = executor.claim("s", first)

@@ -39,7 +39,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from domain.budget import effective_budget
+from domain.budget import Budget
 from domain.canonical import digest
 from domain.dream_request import OPERATIONS, DreamOperation, DreamRequest
 from domain.dream_run import (
@@ -75,7 +75,8 @@ MANIFESTS: list[dict[str, Any]] = [
 CANDIDATE = {"candidate_id": "cand-1", "version": 1}
 # Attributes that hold domain types, with the type each holds when set: a run rebuilt from
 # stored (plain JSON) events must hold them too, not the plain strings and dicts.
-TYPED = {"operation": DreamOperation, "request": DreamRequest, "status": RunStatus,
+TYPED = {"operation": DreamOperation, "request": DreamRequest, "budget": Budget,
+         "status": RunStatus,
          "outcome": RunOutcome, "candidate": ProposedCandidate, "manifest": EvidenceManifest}
 tokens = st.one_of(st.none(), st.integers(0, 5_000))
 # Seconds on the fake clock before each command: mostly short, so attempts live a while, and
@@ -101,7 +102,7 @@ class DreamRunMachine(RuleBasedStateMachine):
         self.scope_id = f"scope-{uuid.uuid4().hex}"  # fresh per example: no store collisions
         self.events: list[Any] = []
         self.now = T0
-        self.budget: dict[str, int] = {}
+        self.budget = Budget()
         self.request: DreamRequest
         self.model: dict[str, Any] = {}
         self.first_seen: dict[str, Any] = {}
@@ -134,12 +135,11 @@ class DreamRunMachine(RuleBasedStateMachine):
     @initialize(operation=st.sampled_from(OPERATIONS), max_model_calls=st.sampled_from([2, 1]),
                 timeout_seconds=st.sampled_from([120, 30, 1]))
     def accept(self, operation: str, max_model_calls: int, timeout_seconds: int) -> None:
-        self.budget = effective_budget({"max_model_calls": max_model_calls,
-                                        "timeout_seconds": timeout_seconds})
+        self.budget = Budget.of({"max_model_calls": max_model_calls,
+                                 "timeout_seconds": timeout_seconds})
         self.request = DreamRequest.create(operation, "idem-1",
                                            artifacts=[ArtifactRef("experience", "e", 2)])
-        self.dream_run = DreamRun.accept(self.scope_id, "run-1", operation, "alice", "idem-1",
-                                         self.request.to_dict(), self.request.digest,
+        self.dream_run = DreamRun.accept(self.scope_id, "run-1", "alice", self.request,
                                          self.budget, "prompt-v1", T0)
         self.model = dict.fromkeys(FIELDS)
         self.model.update(status=RunStatus.QUEUED, attempt=0, model_calls=0,
@@ -163,7 +163,7 @@ class DreamRunMachine(RuleBasedStateMachine):
             assert_refused(self.dream_run, "attempt_conflict", start)
             return
         out_of_time = model["deadline_at"] is not None and self.now >= model["deadline_at"]
-        if out_of_time or model["attempt"] >= self.budget["max_model_calls"]:
+        if out_of_time or model["attempt"] >= self.budget.max_model_calls:
             assert start() is False
             model.update(status=RunStatus.FAILED, error="budget_exceeded", completed_at=self.now,
                          lease_expires_at=None, reason=failure_reason("budget_exceeded"))
@@ -174,7 +174,7 @@ class DreamRunMachine(RuleBasedStateMachine):
         model.update(status=RunStatus.RUNNING, attempt=model["attempt"] + 1,
                      started_at=started_at,
                      deadline_at=model["deadline_at"] or started_at + timedelta(
-                         seconds=self.budget["timeout_seconds"]),
+                         seconds=self.budget.timeout_seconds),
                      model_config_id=model["model_config_id"] or model_config_id,
                      lease_expires_at=self.now + timedelta(seconds=lease_seconds))
         self.record(expect_events=1)
@@ -207,7 +207,7 @@ class DreamRunMachine(RuleBasedStateMachine):
     def a_model_call_is_counted_before_it_is_made(self, attempt: int | str, elapsed: int) -> None:
         self.now += timedelta(seconds=elapsed)
         number = self.resolve(attempt)
-        over_budget = self.model["model_calls"] + 1 > self.budget["max_model_calls"]
+        over_budget = self.model["model_calls"] + 1 > self.budget.max_model_calls
         code = self.attempt_refusal(number) or ("budget_exceeded" if over_budget else None)
         count = partial(self.dream_run.count_model_call, number)
         if code is not None:
@@ -365,7 +365,7 @@ class DreamRunMachine(RuleBasedStateMachine):
 
     @invariant()
     def attempts_stay_within_the_budget(self) -> None:
-        assert 0 <= self.dream_run.attempt_count <= self.budget["max_model_calls"]
+        assert 0 <= self.dream_run.attempt_count <= self.budget.max_model_calls
         assert self.dream_run.model_calls >= 0
 
     @invariant()
@@ -378,7 +378,7 @@ class DreamRunMachine(RuleBasedStateMachine):
                 self.first_seen[name] = copy.deepcopy(value)
         if self.dream_run.started_at is not None:
             assert self.dream_run.deadline_at == self.dream_run.started_at + timedelta(
-                seconds=self.budget["timeout_seconds"])
+                seconds=self.budget.timeout_seconds)
 
     @invariant()
     def a_terminal_run_never_changes(self) -> None:
@@ -414,10 +414,10 @@ class DreamRunMachine(RuleBasedStateMachine):
 
 @pytest.mark.parametrize("operation", ["summarise", "", "derive_skills", "Refine_Experience"])
 def test_an_unknown_operation_is_never_accepted(operation: str) -> None:
+    """A run is accepted for a request, and no request names an unknown operation."""
     with pytest.raises(DomainError) as refused:
-        DreamRun.accept("scope", "run-2", operation, "alice", "idem-2", {}, "d",
-                        effective_budget(), "prompt-v1", T0)
-    assert refused.value.code == "invalid_request"
+        DreamRequest.create(operation, "idem-2")
+    assert refused.value.code == "invalid_dream_operation"
 
 
 def test_dream_run_lifecycle_is_fenced_budgeted_and_replayable() -> None:

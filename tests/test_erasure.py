@@ -23,7 +23,6 @@ from adapters.generators.factory import GeneratorRegistry
 from adapters.settings import Settings
 from adapters.store.replay_verification import verify
 from application.bootstrap import Dreaming
-from application.execution import DreamExecutor
 from domain.dream_request import DreamRequest
 from domain.erasure import KeyRecord
 from domain.ids import artifact_aggregate_id, source_aggregate_id
@@ -95,7 +94,7 @@ def storage_roots(settings: Settings, postgres: Any) -> list[Path]:
 
 def run(app: Dreaming, model: ScriptedModel, request: DreamRequest) -> Any:
     run_id = app.runs.request_dream(ADMIN, S, request).value.run.run_id
-    executor = DreamExecutor(app.runs, GeneratorRegistry(model), 60.0)
+    executor = app.executor(GeneratorRegistry(model), 60.0)
     attempt = executor.claim(S, run_id)
     assert attempt is not None
     return executor.execute(attempt)
@@ -197,7 +196,7 @@ def test_forgetting_a_patient_leaves_no_byte_and_sends_derived_knowledge_to_revi
         assert marks["email"] not in str(trace)
         # A run admitted before the erasure fails with its own code; no model sees the text.
         calls = len(model.calls)
-        executor = DreamExecutor(app.runs, GeneratorRegistry(model), 60.0)
+        executor = app.executor(GeneratorRegistry(model), 60.0)
         attempt = executor.claim(S, made["waiting"])
         assert attempt is not None
         failed = executor.execute(attempt)

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.settings import Settings
+from adapters.store.held_queues import HeldQueues
 from adapters.store.persistence import application_env
 from adapters.store.sealing import SealedValue
 from adapters.store.shared_feed import SharedFeed
@@ -118,7 +119,8 @@ def test_a_memory_snapshot_stores_entry_text_sealed_and_forgets_it_with_the_entr
     assert clinic.store.snapshots is not None
     [snapshot] = clinic.store.snapshots.get(memory.id, desc=True, limit=1)
     stored = clinic.store.snapshots.recorder.select_events(memory.id, desc=True, limit=1)[0]
-    assert b"Ann: early mornings" not in stored.state and b"Mondays, week" not in stored.state
+    assert b"Ann: early mornings" not in stored.state
+    assert b"Mondays, week" not in stored.state
     assert {type(v.text) for vs in snapshot.state["entry_versions"].values() for v in vs} == {str}
     erase(clinic, "c", ErasureTarget.of_entry("m", "ann-pref"))
     fresh = open_app().records.get_artifact(LOCAL, "c", "memory", "m")
@@ -197,7 +199,7 @@ def test_a_record_stored_before_sealing_cannot_be_erased_provably(
         settings: Settings, app: Dreaming) -> None:
     app.records.create_scope(LOCAL, "old")
     plain = Dreaming(env=application_env(settings), enforce_access=False,
-                     store=EventStore(env=application_env(settings)))
+                     store=EventStore(env=application_env(settings)), run_queues=HeldQueues)
     try:
         plain.records.record_source(LOCAL, "old", "task", "legacy", text="stored in the clear")
     finally:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from domain.access import Resource
 from domain.artifact import Artifact
-from domain.budget import DEFAULT_BUDGET
+from domain.budget import CEILINGS, Budget
 from domain.canonical import canonical_json, digest, sha256_hex
 from domain.content import entry_content_hash
 from domain.errors import AccessRevokedError, DomainError, EvidenceLimitExceededError
@@ -30,17 +30,8 @@ from domain.evidence.manifest import TRANSFORM_VERSION, EvidenceManifest
 from domain.evidence.resolution import Resolution, resolve
 from domain.evidence.selection import NeedsEvidence, select_evidence
 from domain.ids import ID_NAMESPACE, EvidenceRef, aggregate_id, evidence_id
-from domain.refs import (
-    EXPERIENCE,
-    MEMORY,
-    PROMPT,
-    SKILL,
-    ArtifactRef,
-    Lineage,
-    MemoryCitation,
-    SourceRef,
-)
-from domain.source import ELIGIBLE, LINEAGE_ONLY, Source
+from domain.refs import ArtifactFamily, ArtifactRef, Lineage, MemoryCitation, SourceRef
+from domain.source import Eligibility, Source
 
 SCOPE = "evidence-tests"
 PROPERTIES = hypothesis.settings(max_examples=150, deadline=None, database=None)
@@ -83,7 +74,7 @@ class World:
     # builders
 
     def record(self, source_id: str, text: str = "ran the tests: 3 failed", *,
-               eligibility: str = ELIGIBLE, attempt_id: str | None = None) -> SourceRef:
+               eligibility: str = Eligibility.ELIGIBLE, attempt_id: str | None = None) -> SourceRef:
         source = Source.record(SCOPE, "task", source_id, text=text, eligibility=eligibility,
                                attempt_id=attempt_id)
         self.sources[source.ref] = source
@@ -94,33 +85,47 @@ class World:
                    citations: Iterable[MemoryCitation] = ()) -> ArtifactRef:
         """Create the Experience, or revise it when it exists: returns the new revision."""
         lineage = Lineage(tuple(sources), tuple(artifacts), tuple(citations))
-        existing = self.artifacts.get((EXPERIENCE, artifact_id))
+        existing = self.artifacts.get((ArtifactFamily.EXPERIENCE, artifact_id))
         if existing is not None:
             return existing.revise(experience_content(lesson), lineage, {"kind": "test"}, None)
-        created = Artifact.create(SCOPE, EXPERIENCE, artifact_id, experience_content(lesson),
-                                  lineage, {"kind": "test"})
-        self.artifacts[(EXPERIENCE, artifact_id)] = created
+        created = Artifact.create(
+            SCOPE,
+            ArtifactFamily.EXPERIENCE,
+            artifact_id,
+            experience_content(lesson),
+            lineage,
+            {"kind": "test"},
+        )
+        self.artifacts[(ArtifactFamily.EXPERIENCE, artifact_id)] = created
         return created.head_ref
 
     def prompt(self, artifact_id: str, template: str) -> ArtifactRef:
-        created = Artifact.create(SCOPE, PROMPT, artifact_id, {"template": template},
+        created = Artifact.create(SCOPE, ArtifactFamily.PROMPT, artifact_id, {"template": template},
                                   Lineage(), {"kind": "test"})
-        self.artifacts[(PROMPT, artifact_id)] = created
+        self.artifacts[(ArtifactFamily.PROMPT, artifact_id)] = created
         return created.head_ref
 
     def skill(self, artifact_id: str) -> ArtifactRef:
         content = {"name": artifact_id, "description": "d", "instructions": "i",
                    "validation": ["v"]}
-        created = Artifact.create(SCOPE, SKILL, artifact_id, content, Lineage(), {"kind": "t"})
-        self.artifacts[(SKILL, artifact_id)] = created
+        created = Artifact.create(
+            SCOPE, ArtifactFamily.SKILL, artifact_id, content, Lineage(), {"kind": "t"}
+        )
+        self.artifacts[(ArtifactFamily.SKILL, artifact_id)] = created
         return created.head_ref
 
     def memory(self, artifact_id: str = "memory") -> Artifact:
-        existing = self.artifacts.get((MEMORY, artifact_id))
+        existing = self.artifacts.get((ArtifactFamily.MEMORY, artifact_id))
         if existing is None:
-            existing = Artifact.create(SCOPE, MEMORY, artifact_id, {"title": "notes"},
-                                       Lineage(), {"kind": "test"})
-            self.artifacts[(MEMORY, artifact_id)] = existing
+            existing = Artifact.create(
+                SCOPE,
+                ArtifactFamily.MEMORY,
+                artifact_id,
+                {"title": "notes"},
+                Lineage(),
+                {"kind": "test"},
+            )
+            self.artifacts[(ArtifactFamily.MEMORY, artifact_id)] = existing
         return existing
 
     def entry(self, entry_id: str, text: str, *, kind: str = "fact",
@@ -145,7 +150,7 @@ def resolve_in(world: World, *, sources: Sequence[SourceRef] = (),
                include_memory_text: bool = True,
                pinned: EvidenceManifest | None = None) -> Resolution:
     return resolve(world, sources=sources, artifacts=artifacts, memory_citations=citations,
-                   budget=DEFAULT_BUDGET if budget is None else budget,
+                   budget=Budget.of(budget),
                    include_memory_text=include_memory_text, pinned=pinned)
 
 
@@ -180,11 +185,13 @@ def test_ids_and_digests_follow_the_documented_formulas() -> None:
     assert evidence_id(source) == "e_" + sha256_hex(canonical_json(source.to_dict()))[:32]
     assert evidence_id(citation) == "e_" + sha256_hex(canonical_json(
         ["memory", "memory", "e1", citation.entry_version_id]))[:32]
-    through_other_revision = replace(citation, memory_ref=ArtifactRef(MEMORY, "memory", 9))
+    through_other_revision = replace(
+        citation, memory_ref=ArtifactRef(ArtifactFamily.MEMORY, "memory", 9)
+    )
     assert evidence_id(through_other_revision) == evidence_id(citation)
     # Digests: the stored Source value, the exact revision, the raw entry content hash.
     assert node_of(resolution, source).digest == world.sources[source].content_hash
-    stored = world.artifacts[(EXPERIENCE, "fix")].revision(1)
+    stored = world.artifacts[(ArtifactFamily.EXPERIENCE, "fix")].revision(1)
     assert node_of(resolution, experience).digest == digest(
         {**experience.to_dict(), "content": stored.content, "lineage": stored.lineage.to_dict(),
          "provenance": stored.provenance})
@@ -230,12 +237,14 @@ def test_three_memories_and_an_experience_sharing_one_source_keep_one_root() -> 
     assert all(item.root_group_ids == (group.group_id,) for item in items)
     # The model used the Experience and two entries: the root comes along as provenance.
     used = [evidence_id(experience), evidence_id(first), evidence_id(second)]
-    assert select_evidence(resolution.manifest, used, family=EXPERIENCE) == Lineage(
+    assert select_evidence(resolution.manifest, used, family=ArtifactFamily.EXPERIENCE) == Lineage(
         sources=(root,), artifacts=(experience,), memory_citations=(first, second))
     # Citing only the root still keeps every requested path that leads to it.
-    assert select_evidence(resolution.manifest, [evidence_id(root)], family=EXPERIENCE) == (
-        Lineage(sources=(root,), artifacts=(experience,),
-                memory_citations=(first, second, third)))
+    assert select_evidence(
+        resolution.manifest, [evidence_id(root)], family=ArtifactFamily.EXPERIENCE
+    ) == (
+        Lineage(sources=(root,), artifacts=(experience,), memory_citations=(first, second, third))
+    )
 
 
 def test_an_aggregate_id_is_uuid5_of_its_canonical_key_however_often_it_is_asked() -> None:
@@ -255,7 +264,9 @@ def test_a_preference_entry_without_sources_needs_evidence() -> None:
 
     assert [item.kind for item in resolution.projection.items] == ["memory"]
     assert resolution.manifest.root_groups == ()
-    outcome = select_evidence(resolution.manifest, [evidence_id(preference)], family=EXPERIENCE)
+    outcome = select_evidence(
+        resolution.manifest, [evidence_id(preference)], family=ArtifactFamily.EXPERIENCE
+    )
     assert isinstance(outcome, NeedsEvidence)
     assert outcome.outcome == "needs_evidence"
 
@@ -272,8 +283,13 @@ def test_a_prompt_in_lineage_is_provenance_only() -> None:
     assert resolution.manifest.incomplete is False  # not an evidence gap
     assert evidence_id(prompt) not in projected(resolution)
     assert "SECRET PROMPT TEMPLATE" not in resolution.projection.payload
-    error = refused("invalid_generation_output", select_evidence, resolution.manifest,
-                    [evidence_id(experience), evidence_id(prompt)], family=EXPERIENCE)
+    error = refused(
+        "invalid_generation_output",
+        select_evidence,
+        resolution.manifest,
+        [evidence_id(experience), evidence_id(prompt)],
+        family=ArtifactFamily.EXPERIENCE,
+    )
     assert error.details["field"] == "evidence_ids[1]"
 
 
@@ -316,9 +332,9 @@ def test_cyclic_lineage_terminates_and_keeps_both_edges() -> None:
     world = World()
     root = world.record("t1")
     # a@1 cites b@1 before b exists; b@1 cites a@1 and the root; c@1 cites itself.
-    first = world.experience("a", artifacts=[ArtifactRef(EXPERIENCE, "b", 1)])
+    first = world.experience("a", artifacts=[ArtifactRef(ArtifactFamily.EXPERIENCE, "b", 1)])
     second = world.experience("b", artifacts=[first], sources=[root])
-    loop = world.experience("c", artifacts=[ArtifactRef(EXPERIENCE, "c", 1)])
+    loop = world.experience("c", artifacts=[ArtifactRef(ArtifactFamily.EXPERIENCE, "c", 1)])
 
     resolution = resolve_in(world, artifacts=[first, loop])
 
@@ -339,8 +355,11 @@ def test_lineage_deeper_than_the_budget_is_refused() -> None:
     assert error.details["limit"] == "max_depth"
     assert error.details["depth"] == 9
     assert error.details["reached_from"] == "artifacts[0]"
-    assert error.details["reference"] == {"family": EXPERIENCE, "artifact_id": "long",
-                                          "revision": 3}
+    assert error.details["reference"] == {
+        "family": ArtifactFamily.EXPERIENCE,
+        "artifact_id": "long",
+        "revision": 3,
+    }
     # Revision 1 of a nine-revision chain sits at depth 8: within the default budget.
     assert len(resolve_in(world, artifacts=[nine]).manifest.nodes) == 9
     refused("evidence_limit_exceeded", resolve_in, world, artifacts=[nine],
@@ -351,7 +370,7 @@ def test_depth_is_the_shortest_distance_from_the_request() -> None:
     world = World()
     twelve = world.chain("long", 12)
     # Revision 4 is also requested, so it is depth 0 and revision 1 only depth 3.
-    middle = ArtifactRef(EXPERIENCE, "long", 4)
+    middle = ArtifactRef(ArtifactFamily.EXPERIENCE, "long", 4)
     assert len(resolve_in(world, artifacts=[twelve, middle]).manifest.nodes) == 12
 
 
@@ -437,7 +456,9 @@ def test_historical_flags() -> None:
 
 def test_a_lineage_only_source_is_refused_when_requested_and_hidden_in_lineage() -> None:
     world = World()
-    management = world.record("write-1", "MANAGEMENT WRITE RECORD", eligibility=LINEAGE_ONLY)
+    management = world.record(
+        "write-1", "MANAGEMENT WRITE RECORD", eligibility=Eligibility.LINEAGE_ONLY
+    )
     experience = world.experience("fix", sources=[management, world.record("t1")])
 
     error = refused("source_not_eligible", resolve_in, world, sources=[management])
@@ -452,7 +473,7 @@ def test_a_lineage_only_source_is_refused_when_requested_and_hidden_in_lineage()
     refused("source_not_eligible", resolve_in, world, artifacts=[experience],
             sources=[management])
     refused("invalid_generation_output", select_evidence, resolution.manifest,
-            [evidence_id(management)], family=EXPERIENCE)
+            [evidence_id(management)], family=ArtifactFamily.EXPERIENCE)
 
 
 def test_missing_references_direct_and_transitive() -> None:
@@ -467,9 +488,9 @@ def test_missing_references_direct_and_transitive() -> None:
     assert direct.details == {"field": "sources[0]", "reference": ghost.to_dict()}
     refused("reference_not_found", resolve_in, world, sources=[withdrawn])
     refused("reference_not_found", resolve_in, world,
-            artifacts=[ArtifactRef(EXPERIENCE, "a", 2)])
+            artifacts=[ArtifactRef(ArtifactFamily.EXPERIENCE, "a", 2)])
     refused("reference_not_found", resolve_in, world,
-            artifacts=[ArtifactRef(EXPERIENCE, "nobody", 1)])
+            artifacts=[ArtifactRef(ArtifactFamily.EXPERIENCE, "nobody", 1)])
     transitive = refused("evidence_unavailable", resolve_in, world, artifacts=[cites_ghost])
     assert transitive.details == {"reached_from": "artifacts[0]", "depth": 1,
                                   "reference": ghost.to_dict()}
@@ -485,10 +506,16 @@ def test_memory_citations_are_checked_exactly() -> None:
     wrong_version = replace(citation, entry_version_id="ev_forged")
     error = refused("invalid_memory_citation", resolve_in, world, citations=[wrong_version])
     assert error.details["field"] == "memory_citations[0]"
-    no_revision = replace(citation, memory_ref=ArtifactRef(MEMORY, "memory", 99))
+    no_revision = replace(citation, memory_ref=ArtifactRef(ArtifactFamily.MEMORY, "memory", 99))
     refused("invalid_memory_citation", resolve_in, world, citations=[no_revision])
-    refused("reference_not_found", resolve_in, world,
-            citations=[replace(citation, memory_ref=ArtifactRef(MEMORY, "elsewhere", 1))])
+    refused(
+        "reference_not_found",
+        resolve_in,
+        world,
+        citations=[
+            replace(citation, memory_ref=ArtifactRef(ArtifactFamily.MEMORY, "elsewhere", 1))
+        ],
+    )
 
     # Inactive now: refused even through the revision where it was active.
     memory.deactivate_entry("e1", "wrong")
@@ -519,7 +546,7 @@ def test_read_access_is_checked_on_every_visit() -> None:
     error = refused("access_revoked", resolve_in, world, artifacts=[first, second])
     assert error.details == {"reached_from": "artifacts[0]", "depth": 1,
                              "reference": root.to_dict()}
-    world.revoked = {Resource.artifact(EXPERIENCE, "b")}
+    world.revoked = {Resource.artifact(ArtifactFamily.EXPERIENCE, "b")}
     direct = refused("access_revoked", resolve_in, world, artifacts=[first, second])
     assert direct.details["field"] == "artifacts[1]"
 
@@ -555,15 +582,17 @@ def test_derive_skill_keeps_memory_text_out_of_the_model_input() -> None:
     assert "MEMORY TEXT" not in resolution.projection.payload
     assert {item.kind for item in resolution.projection.items} == {"experience", "source"}
     # Skills carry no entry citations; the entry's root Source still comes along.
-    assert select_evidence(resolution.manifest, [evidence_id(experience)], family=SKILL) == (
-        Lineage(sources=(root,), artifacts=(experience,)))
+    assert select_evidence(
+        resolution.manifest, [evidence_id(experience)], family=ArtifactFamily.SKILL
+    ) == (Lineage(sources=(root,), artifacts=(experience,)))
     # Citing the Experience's root keeps the Experience; an unrelated Source alone cannot.
-    assert select_evidence(resolution.manifest, [evidence_id(root)], family=SKILL) == (
-        Lineage(sources=(root,), artifacts=(experience,)))
+    assert select_evidence(
+        resolution.manifest, [evidence_id(root)], family=ArtifactFamily.SKILL
+    ) == (Lineage(sources=(root,), artifacts=(experience,)))
     refused("invalid_generation_output", select_evidence, resolution.manifest,
-            [evidence_id(citation)], family=SKILL)
+            [evidence_id(citation)], family=ArtifactFamily.SKILL)
     refused("invalid_generation_output", select_evidence, resolution.manifest,
-            [evidence_id(unrelated)], family=SKILL)
+            [evidence_id(unrelated)], family=ArtifactFamily.SKILL)
 
 
 def test_selection_refuses_unknown_ids_and_too_many_references() -> None:
@@ -578,17 +607,24 @@ def test_selection_refuses_unknown_ids_and_too_many_references() -> None:
     assert len(resolution.projection.items) == 32
 
     unknown = refused("invalid_generation_output", select_evidence, resolution.manifest,
-                      ["e_invented"], family=EXPERIENCE)
+                      ["e_invented"], family=ArtifactFamily.EXPERIENCE)
     assert unknown.details == {"field": "evidence_ids[0]", "evidence_id": "e_invented"}
     # 30 root Sources, the target and both citations are 33 references.
-    limit = refused("evidence_limit_exceeded", select_evidence, resolution.manifest,
-                    [evidence_id(target), evidence_id(now)], family=EXPERIENCE, target=target)
+    limit = refused(
+        "evidence_limit_exceeded",
+        select_evidence,
+        resolution.manifest,
+        [evidence_id(target), evidence_id(now)],
+        family=ArtifactFamily.EXPERIENCE,
+        target=target,
+    )
     assert (limit.details["maximum"], limit.details["actual"]) == (32, 33)
     # The target is always kept, even when the model cites only a Source.
     few = world.experience("small", sources=roots[:2])
     small = resolve_in(world, artifacts=[few])
-    assert select_evidence(small.manifest, [evidence_id(roots[0])], family=EXPERIENCE,
-                           target=few) == Lineage(sources=tuple(roots[:2]), artifacts=(few,))
+    assert select_evidence(
+        small.manifest, [evidence_id(roots[0])], family=ArtifactFamily.EXPERIENCE, target=few
+    ) == Lineage(sources=tuple(roots[:2]), artifacts=(few,))
 
 
 # -- pinned replay --------------------------------------------------------------------------------
@@ -706,10 +742,20 @@ class WorldSpec:
 
 @st.composite
 def world_specs(draw: st.DrawFn) -> WorldSpec:
-    sources = tuple(draw(st.lists(
-        st.tuples(st.sampled_from([ELIGIBLE, ELIGIBLE, LINEAGE_ONLY]),
-                  st.sampled_from([None, None, "attempt-1", "attempt-2"])),
-        min_size=1, max_size=5)))
+    sources = tuple(
+        draw(
+            st.lists(
+                st.tuples(
+                    st.sampled_from(
+                        [Eligibility.ELIGIBLE, Eligibility.ELIGIBLE, Eligibility.LINEAGE_ONLY]
+                    ),
+                    st.sampled_from([None, None, "attempt-1", "attempt-2"]),
+                ),
+                min_size=1,
+                max_size=5,
+            )
+        )
+    )
     revisions = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=5)))
     # Lineage may point at any experience revision, earlier or later: cycles are allowed.
     experience_refs = [(i, r) for i, count in enumerate(revisions) for r in range(1, count + 1)]
@@ -720,12 +766,14 @@ def world_specs(draw: st.DrawFn) -> WorldSpec:
                     else st.just(frozenset[int]()))
     lineages = tuple(draw(st.tuples(some_sources, some_experiences, some_entries, st.booleans()))
                      for _ in experience_refs)
-    eligible = [i for i, (eligibility, _) in enumerate(sources) if eligibility == ELIGIBLE]
+    eligible = [
+        i for i, (eligibility, _) in enumerate(sources) if eligibility == Eligibility.ELIGIBLE
+    ]
     # Half the worlds get the default ceilings; the others tight limits they may exceed.
     tight = {"max_nodes": 20, "max_edges": 30, "max_depth": 8, "max_items": 12,
              "max_bytes": 3_000}
     generous = draw(st.booleans())
-    budget = {name: DEFAULT_BUDGET[name] if generous else draw(st.integers(1, ceiling))
+    budget = {name: CEILINGS[name] if generous else draw(st.integers(1, ceiling))
               for name, ceiling in tight.items()}
     return WorldSpec(
         sources, revisions, entries, lineages, draw(st.sampled_from([0, 2, 5, 9, 10, 12])),
@@ -751,7 +799,7 @@ def build(spec: WorldSpec) -> Built:
     prompt = world.prompt("generator", "the prompt")
 
     def experience_ref(pair: tuple[int, int]) -> ArtifactRef:
-        return ArtifactRef(EXPERIENCE, f"x{pair[0]}", pair[1])
+        return ArtifactRef(ArtifactFamily.EXPERIENCE, f"x{pair[0]}", pair[1])
 
     citations = [world.entry(f"n{i}", f"entry {i}", sources=[sources[s] for s in entry_sources],
                              artifacts=[experience_ref(pair) for pair in entry_experiences])

@@ -40,7 +40,6 @@ from adapters.store.generation_slots import (
 from adapters.store.projection_runtime import start_projection
 from adapters.workers.pool import WorkerPool
 from application.bootstrap import Dreaming
-from application.execution import DreamExecutor
 from application.store import OUTAGE_ERRORS
 from projections.runs import RUNS
 from tests.test_workers import CountingModel, admit, seed_scope, wait_until_done
@@ -338,7 +337,7 @@ def test_two_pools_share_one_deployment_cap(settings: Settings, app: Dreaming) -
     model = CountingModel(pause=0.05)
 
     def pool(runs: object) -> WorkerPool:
-        executor = DreamExecutor(app.runs, GeneratorRegistry(model))
+        executor = app.executor(GeneratorRegistry(model))
         return WorkerPool(executor, runs.view.claimable,  # type: ignore[attr-defined]
                           max_concurrent_generations=3, poll_seconds=0.02,
                           slots=leased_slots(capped))

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from application import grouped_admissions
+from adapters.store import grouped_admissions
 from application.bootstrap import Dreaming
-from application.grouped_admissions import Admitting
+from application.run_queues import Admitting
 from domain.dream_queue import DreamQueue
 from domain.dream_run import DreamRun
 from domain.errors import CapacityExceededError, DomainError, WriteConflictError
@@ -79,7 +79,7 @@ def admit_behind_the_first(app: Dreaming, held: HeldCommit, keys: list[str]
     assert held.entered.wait(10)
     for thread in threads[1:]:
         thread.start()
-    wait_until(lambda: len(app.runs.grouped._waiting.get("s", [])) == len(keys) - 1)
+    wait_until(lambda: len(app.queues.grouped._waiting.get("s", [])) == len(keys) - 1)
     held.release.set()
     for thread in threads:
         thread.join(10)
@@ -139,7 +139,7 @@ def test_a_key_given_twice_in_one_batch_is_admitted_once(
     assert held_commit.entered.wait(10)
     for thread in threads:
         thread.start()
-    wait_until(lambda: len(app.runs.grouped._waiting.get("s", [])) == 2)
+    wait_until(lambda: len(app.queues.grouped._waiting.get("s", [])) == 2)
     held_commit.release.set()
     for thread in [first, *threads]:
         thread.join(10)
@@ -187,9 +187,9 @@ def test_a_batch_decides_like_its_admissions_in_order(
     app.records.change_scope_settings(caller(0), scope_id,
                                       {"dream_max_pending_per_scope": capacity})
     waiting = [admitting(app, scope_id, who, f"k{key}") for who, key in batch]
-    app.runs.grouped._waiting[scope_id] = waiting[:-1]
+    app.queues.grouped._waiting[scope_id] = waiting[:-1]
     with suppress(DomainError):  # the leader's own outcome is checked with the others'
-        app.runs.grouped.admit(scope_id, waiting[-1])
+        app.queues.admit(scope_id, waiting[-1])
     # The model: in order, a key met earlier in the batch re-runs, a full queue refuses.
     unfinished, keys = earlier, set()
     for (who, key), outcome in zip(batch, waiting, strict=True):
@@ -227,8 +227,8 @@ def test_more_admissions_than_a_batch_are_committed_batch_after_batch(
     monkeypatch.setattr(grouped_admissions, "MAX_BATCH", 2)
     seed_scope(app, "s")
     waiting = [admitting(app, "s", 0, f"k{n}") for n in range(5)]
-    app.runs.grouped._waiting["s"] = waiting[:-1]
-    run, _ = app.runs.grouped.admit("s", waiting[-1])  # the last of three batches
+    app.queues.grouped._waiting["s"] = waiting[:-1]
+    run, _ = app.queues.admit("s", waiting[-1])  # the last of three batches
     assert run.id == waiting[-1].run_id
     assert all(outcome.error is None for outcome in waiting)
     assert unfinished(app) == 5

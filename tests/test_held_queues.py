@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from adapters.generators.factory import GeneratorRegistry
+from adapters.store.held_queues import HeldQueues
 from application.bootstrap import Dreaming
-from application.execution import DreamExecutor
-from application.held_queues import HeldQueues
 from application.store import StoreUnavailableError
 from domain import run_lifecycle
 from domain.dream_queue import DreamQueue
@@ -50,7 +49,7 @@ def test_admissions_after_the_first_refresh_the_held_queue_instead_of_loading_it
         app.runs.request_dream(LOCAL, "s", request(f"k{n}"))
     assert queue_rebuilds == [DreamQueue.create_id("s")]  # the first admission's load only
     assert unfinished(app) == 30
-    assert app.store.find(DreamQueue.create_id("s")) == app.runs.queues._held["s"]
+    assert app.store.find(DreamQueue.create_id("s")) == app.queues._held["s"]
 
 
 def test_another_process_admitting_in_between_is_seen_and_capacity_stays_exact(
@@ -97,11 +96,11 @@ def test_a_failed_commit_leaves_nothing_held(app: Dreaming,
     monkeypatch.setattr(app.store, "commit", failing_once)
     with pytest.raises(StoreUnavailableError):
         app.runs.request_dream(LOCAL, "s", request("k1"))  # counted in memory, not stored
-    assert "s" not in app.runs.queues._held
+    assert "s" not in app.queues._held
     app.runs.request_dream(LOCAL, "s", request("k1"))
     app.runs.request_dream(LOCAL, "s", request("k2"))
     assert unfinished(app) == 3  # not 4: the failed admission's count did not survive
-    assert app.runs.queues._held["s"] == app.store.find(DreamQueue.create_id("s"))
+    assert app.queues._held["s"] == app.store.find(DreamQueue.create_id("s"))
 
 
 def test_a_process_holds_a_bounded_number_of_queues(app: Dreaming) -> None:
@@ -119,7 +118,7 @@ def test_a_worker_of_the_same_process_claims_and_finishes_on_the_held_queue(
     seed_scope(app, "s")
     run_ids = [app.runs.request_dream(LOCAL, "s", request(f"k{n}")).value.run.run_id
                for n in range(3)]
-    executor = DreamExecutor(app.runs, GeneratorRegistry(ScriptedModel()), 60.0)
+    executor = app.executor(GeneratorRegistry(ScriptedModel()), 60.0)
     for run_id in run_ids:
         attempt = executor.claim("s", run_id)
         assert attempt is not None
@@ -129,4 +128,4 @@ def test_a_worker_of_the_same_process_claims_and_finishes_on_the_held_queue(
     # Claims and finishes took the scope's turn and its queue as held, like admissions.
     assert queue_rebuilds == [DreamQueue.create_id("s")]
     assert unfinished(app) == 0
-    assert app.store.find(DreamQueue.create_id("s")) == app.runs.queues._held["s"]
+    assert app.store.find(DreamQueue.create_id("s")) == app.queues._held["s"]

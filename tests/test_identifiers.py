@@ -22,7 +22,7 @@ from domain.errors import DomainError
 from domain.policy import LOCAL, Caller
 from domain.principal import AccessToken, Principal
 from domain.refs import ArtifactRef, Lineage, MemoryCitation, SourceRef
-from domain.source import ELIGIBLE, LINEAGE_ONLY, Source, source_content_hash
+from domain.source import Eligibility, Source, source_content_hash
 from domain.text import check_identifier, check_scope_id
 from projections.catalog import READ_MODELS
 from tests.conftest import LiveApi
@@ -177,7 +177,7 @@ def test_legitimate_source_ids_with_segments_are_recorded_and_read(seeded: Dream
                                     principal="svc", expected_revision=1)
     assert seeded.records.get_source(LOCAL, "s", "artifact_write",
                                      "experience/x/2").eligibility == (
-        LINEAGE_ONLY)
+        Eligibility.LINEAGE_ONLY)
 
 
 # -- grants name registered principals ----------------------------------------------------------
@@ -218,8 +218,8 @@ def _record_legacy_names(app: Dreaming) -> str:
     constructors, without the commands' checks. Answers the legacy entry's version id."""
     source = Source(scope_id="s", source_type="task", source_id=LEGACY_SOURCE, text="old",
                     payload={}, content_hash=source_content_hash(
-                        "task", LEGACY_SOURCE, "old", {}, ELIGIBLE, None),
-                    eligibility=ELIGIBLE, attempt_id=None, occurred_at=None)
+                        "task", LEGACY_SOURCE, "old", {}, Eligibility.ELIGIBLE, None),
+                    eligibility=Eligibility.ELIGIBLE, attempt_id=None, occurred_at=None)
     cited = Lineage(sources=(SourceRef("task", LEGACY_SOURCE),))
     lesson = Artifact(scope_id="s", family="experience", artifact_id=LEGACY_ARTIFACT,
                       content=EXPERIENCE, lineage=cited, provenance={"kind": "management"})

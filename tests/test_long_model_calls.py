@@ -28,7 +28,6 @@ from adapters.settings import Settings
 from adapters.store.projection_runtime import start_projection
 from adapters.workers.pool import worker_pool
 from application.bootstrap import Dreaming
-from application.execution import DreamExecutor
 from domain.candidate import Candidate
 from domain.dream_queue import DreamQueue
 from domain.dream_request import DreamRequest
@@ -146,7 +145,7 @@ def test_a_heartbeat_from_a_superseded_attempt_is_refused_and_its_answer_discard
     run_id = admitted_run(app)
     # Worker A stalls: its first heartbeat comes long after its short lease ran out.
     stalled = ScriptedModel(gate=threading.Event())
-    worker_a = DreamExecutor(app.runs, GeneratorRegistry(stalled), lease_seconds=0.3,
+    worker_a = app.executor(GeneratorRegistry(stalled), lease_seconds=0.3,
                              heartbeat_seconds=1.0)
     attempt_a = worker_a.claim("s", run_id)
     assert attempt_a is not None
@@ -156,7 +155,7 @@ def test_a_heartbeat_from_a_superseded_attempt_is_refused_and_its_answer_discard
         thread.start()
         assert stalled.entered.wait(10)
         # Worker B takes the run over once A's lease has passed, and finishes it.
-        worker_b = DreamExecutor(open_app().runs, GeneratorRegistry(ScriptedModel()))
+        worker_b = open_app().executor(GeneratorRegistry(ScriptedModel()))
         attempt_b = None
         deadline = time.monotonic() + 10
         while attempt_b is None and time.monotonic() < deadline:

@@ -24,7 +24,7 @@ from domain.dream_plan import DreamPlan, parse_plan
 from domain.evidence.manifest import ModelEvidence, ProjectedItem, RootGroup
 from domain.evidence.selection import NeedsEvidence, select_evidence
 from domain.ids import evidence_id
-from domain.refs import EXPERIENCE, SKILL, SourceRef
+from domain.refs import ArtifactFamily, SourceRef
 
 PROPERTIES = hypothesis.settings(max_examples=150, deadline=None, database=None)
 RUNNER_LOG = ("The nightly release build broke on the new CI runner. "
@@ -56,7 +56,9 @@ def test_it_proposes_an_experience_drawn_from_the_task_records() -> None:
         "lesson": "Pin the toolchain before moving to a new runner.",
     }
     assert plan.evidence_ids == (evidence_id(log), evidence_id(note))
-    lineage = select_evidence(resolution.manifest, plan.evidence_ids, family=EXPERIENCE)
+    lineage = select_evidence(
+        resolution.manifest, plan.evidence_ids, family=ArtifactFamily.EXPERIENCE
+    )
     assert not isinstance(lineage, NeedsEvidence)
     assert lineage.sources == (log,)
     assert result.usage.requests == 1
@@ -141,8 +143,9 @@ def test_with_a_target_it_revises_that_experience() -> None:
     assert plan.proposal["outcome"] == "The job passed after pinning the linker."
     assert plan.proposal["lesson"] == experience_content()["lesson"]
     assert plan.evidence_ids == (evidence_id(target), evidence_id(log))
-    lineage = select_evidence(resolution.manifest, plan.evidence_ids, family=EXPERIENCE,
-                              target=target)
+    lineage = select_evidence(
+        resolution.manifest, plan.evidence_ids, family=ArtifactFamily.EXPERIENCE, target=target
+    )
     assert not isinstance(lineage, NeedsEvidence)
 
 
@@ -173,10 +176,10 @@ def test_it_derives_a_skill_from_experiences() -> None:
     assert plan.proposal is not None
     assert SKILL_NAME_PATTERN.fullmatch(plan.proposal["name"])
     assert plan.proposal["name"] in ("pin-toolchain-moving-new-runner", "pin-linker-too")
-    assert validate_content(SKILL, plan.proposal) == plan.proposal
+    assert validate_content(ArtifactFamily.SKILL, plan.proposal) == plan.proposal
     assert len(plan.proposal["validation"]) == 2
     assert set(plan.evidence_ids) == {evidence_id(first), evidence_id(second)}
-    lineage = select_evidence(resolution.manifest, plan.evidence_ids, family=SKILL)
+    lineage = select_evidence(resolution.manifest, plan.evidence_ids, family=ArtifactFamily.SKILL)
     assert not isinstance(lineage, NeedsEvidence)
     assert set(lineage.artifacts) == {first, second}
 

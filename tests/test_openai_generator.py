@@ -32,7 +32,7 @@ from domain.dream_plan import parse_plan, plan_json_schema
 from domain.errors import InvalidGenerationOutputError
 from domain.evidence.selection import select_evidence
 from domain.ids import evidence_id
-from domain.refs import EXPERIENCE
+from domain.refs import ArtifactFamily
 from tests.openai_fake import (
     MODEL,
     NO_CHANGE,
@@ -204,7 +204,7 @@ def test_an_unknown_evidence_id_is_refused_by_selection(server: FakeOpenAI) -> N
     assert plan.evidence_ids == (case.log_id, invented)  # the shape is fine
     manifest = case.world.resolve(sources=[next(iter(case.world.sources))]).manifest
     with pytest.raises(InvalidGenerationOutputError) as caught:
-        select_evidence(manifest, plan.evidence_ids, family=EXPERIENCE)
+        select_evidence(manifest, plan.evidence_ids, family=ArtifactFamily.EXPERIENCE)
     assert caught.value.details["field"] == "evidence_ids[1]"
 
 

@@ -17,7 +17,6 @@ from adapters.generators.factory import GeneratorRegistry
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
 from application.bootstrap import Dreaming
-from application.execution import DreamExecutor
 from application.review import Revision
 from domain.access import Resource
 from domain.candidate import Candidate
@@ -521,7 +520,7 @@ def test_skill_replacement_rechecks_memory_through_skill_lineage(
 
 def test_a_dream_skill_cannot_be_approved_after_its_entry_is_retired(world: Dreaming) -> None:
     model = ScriptedModel()
-    executor = DreamExecutor(world.runs, GeneratorRegistry(model), 60.0)
+    executor = world.executor(GeneratorRegistry(model), 60.0)
 
     def dream(key: str, operation: str, **refs: Any) -> Candidate:
         request = DreamRequest.create(operation, key, **refs)

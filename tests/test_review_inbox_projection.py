@@ -21,7 +21,7 @@ from adapters.store.projection_runtime import RunningProjection, start_projectio
 from adapters.store.view_batches import open_view
 from application.bootstrap import Dreaming
 from domain.artifact import Artifact
-from domain.candidate import PENDING, Candidate
+from domain.candidate import Candidate, CandidateStatus
 from domain.errors import InvalidCursorError, InvalidRequestError
 from domain.policy import LOCAL
 from domain.refs import ArtifactRef, Lineage, SourceRef
@@ -64,7 +64,7 @@ def propose(scope_id: str, candidate_id: str, family: str = "experience", *,
 def expected(candidate: Candidate, position: int,
              decided_by: str | None = None) -> CandidateSummary:
     """What the view must hold for a candidate: its review state, from the aggregate."""
-    decided = candidate.status != PENDING
+    decided = candidate.status != CandidateStatus.PENDING
     return CandidateSummary(
         scope_id=candidate.scope_id, candidate_id=candidate.candidate_id,
         family=candidate.family, status=candidate.status, version=candidate.candidate_version,
@@ -123,7 +123,7 @@ def test_rows_follow_every_review_transition(app: Dreaming, running: Running) ->
     assert first == expected(candidate, position)
     assert first is not None
     assert (first.status, first.version, first.conflict, first.decided_at, first.run_id,
-            first.target) == (PENDING, 1, False, None, "run-7", TARGET.to_dict())
+            first.target) == (CandidateStatus.PENDING, 1, False, None, "run-7", TARGET.to_dict())
     assert first.proposed_at == first.updated_at
 
     def step(change: Callable[[], object], decided_by: str | None = None) -> CandidateSummary:

@@ -41,7 +41,7 @@ from adapters.settings import Settings
 from application.bootstrap import Dreaming
 from application.review import Revision
 from domain.artifact import Artifact
-from domain.candidate import APPROVED, PENDING, REJECTED, Candidate
+from domain.candidate import Candidate, CandidateStatus
 from domain.errors import DomainError
 from domain.ids import approved_artifact_id
 from domain.policy import LOCAL
@@ -70,14 +70,14 @@ class Expected:
     target: ArtifactRef | None
     lineage: Lineage
     version: int = 1
-    status: str = PENDING
+    status: str = CandidateStatus.PENDING
     approved_version: int | None = None
     result: ArtifactRef | None = None
     decision_reason: str | None = None
     conflict: bool = False
     approval_position: int | None = None
     reached_at_approval: set[str] = field(default_factory=set)  # entries, also transitively
-    statuses_seen: list[str] = field(default_factory=lambda: [PENDING])
+    statuses_seen: list[str] = field(default_factory=lambda: [CandidateStatus.PENDING])
 
 
 def outcome(command: Any) -> tuple[str, Any]:
@@ -204,7 +204,7 @@ class ReviewMachine(RuleBasedStateMachine):
         entries = (self.cited_entries(model.lineage) if citations is None else citations)
         lineage = self.lineage_with_roots(model.lineage.sources, model.lineage.artifacts,
                                           tuple(entries))
-        if model.status != PENDING:
+        if model.status != CandidateStatus.PENDING:
             assert code == "candidate_terminal", code
         elif expected != model.version:
             assert code == "candidate_conflict", code
@@ -228,14 +228,14 @@ class ReviewMachine(RuleBasedStateMachine):
         before = self.app.store.max_position()
         code, written = outcome(lambda: self.app.review.approve_candidate(
             LOCAL, self.s, candidate_id, expected))
-        if model.status == APPROVED:
+        if model.status == CandidateStatus.APPROVED:
             if expected == model.approved_version:
                 assert code == "ok", code
                 assert written.position is None
                 assert written.value.result.head_ref == model.result
             else:
                 assert code == "candidate_conflict", code
-        elif model.status == REJECTED:
+        elif model.status == CandidateStatus.REJECTED:
             assert code == "candidate_terminal", code
         elif expected != model.version:
             assert code == "candidate_conflict", code
@@ -260,7 +260,7 @@ class ReviewMachine(RuleBasedStateMachine):
             model.approved_version = expected
             model.approval_position = written.position
             model.reached_at_approval = self.reached_entries(model.lineage)
-            self.decide(model, APPROVED)
+            self.decide(model, CandidateStatus.APPROVED)
             return
         assert self.app.store.max_position() == before
 
@@ -274,11 +274,11 @@ class ReviewMachine(RuleBasedStateMachine):
         before = self.app.store.max_position()
         code, written = outcome(lambda: self.app.review.reject_candidate(
             LOCAL, self.s, candidate_id, expected, reason))
-        if (model.status == REJECTED and expected == model.version
+        if (model.status == CandidateStatus.REJECTED and expected == model.version
                 and reason == model.decision_reason):
             assert code == "ok", code
             assert written.position is None
-        elif model.status != PENDING:
+        elif model.status != CandidateStatus.PENDING:
             assert code == "candidate_terminal", code
         elif expected != model.version:
             assert code == "candidate_conflict", code
@@ -287,7 +287,7 @@ class ReviewMachine(RuleBasedStateMachine):
         else:
             assert code == "ok", code
             model.decision_reason = reason
-            self.decide(model, REJECTED)
+            self.decide(model, CandidateStatus.REJECTED)
             return
         assert self.app.store.max_position() == before
 
@@ -326,12 +326,16 @@ class ReviewMachine(RuleBasedStateMachine):
             assert candidate.result == model.result
             assert (candidate.conflict is not None) == model.conflict
             # Decisions are final: pending, then at most one decision, never undone.
-            assert model.statuses_seen in ([PENDING], [PENDING, APPROVED], [PENDING, REJECTED])
+            assert model.statuses_seen in (
+                [CandidateStatus.PENDING],
+                [CandidateStatus.PENDING, CandidateStatus.APPROVED],
+                [CandidateStatus.PENDING, CandidateStatus.REJECTED],
+            )
 
     @invariant()
     def approvals_carry_their_version_and_active_entries(self) -> None:
         for candidate_id, model in self.candidates.items():
-            if model.status != APPROVED or candidate_id in self.checked_approvals:
+            if model.status != CandidateStatus.APPROVED or candidate_id in self.checked_approvals:
                 continue
             assert model.result is not None
             assert model.approved_version is not None
@@ -367,7 +371,7 @@ class ReviewMachine(RuleBasedStateMachine):
         target = self.app.records.get_artifact(LOCAL, self.s, "experience", TARGET)
         by_candidate = {r.provenance.get("candidate_id") for r in target.revisions}
         for candidate_id, model in self.candidates.items():
-            if model.status == APPROVED:
+            if model.status == CandidateStatus.APPROVED:
                 continue
             assert candidate_id not in by_candidate
             result_id = approved_artifact_id(self.s, "experience", candidate_id)

@@ -29,8 +29,8 @@ from adapters.store.projection_runtime import (
 )
 from adapters.store.view_batches import open_view
 from application.bootstrap import Dreaming
-from domain.budget import effective_budget
-from domain.canonical import digest
+from domain.budget import Budget
+from domain.dream_request import DreamRequest
 from domain.dream_run import DreamRun
 from domain.errors import InvalidCursorError, InvalidRequestError
 from domain.policy import LOCAL
@@ -58,8 +58,9 @@ def accept(scope_id: str, run_id: str, accepted_at: datetime,
            operation: str = "refine_experience",
            target: dict[str, Any] | None = None) -> DreamRun:
     request = {"operation": operation, "target": target}
-    return DreamRun.accept(scope_id, run_id, operation, "alice", f"idem-{run_id}", request,
-                           digest(request), effective_budget(), "prompt-v1", accepted_at)
+    return DreamRun.accept(scope_id, run_id, "alice",
+                           DreamRequest.from_dict(request, f"idem-{run_id}"), Budget(),
+                           "prompt-v1", accepted_at)
 
 
 def start(run: DreamRun, at: datetime) -> int:

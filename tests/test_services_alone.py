@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from adapters.settings import Settings
+from adapters.store.held_queues import HeldQueues
 from adapters.store.persistence import application_env
 from application.access import Principals, ScopeGate
 from application.dream_runs import DreamRuns
@@ -42,7 +43,7 @@ def test_dream_runs_alone_admit_a_run_over_recorded_evidence(store: EventStore) 
     gate = ScopeGate(store, AccessPolicy(enforced=False))
     Records(gate, clock=lambda: NOON).create_scope(LOCAL, "team")
     Records(gate, clock=lambda: NOON).record_source(LOCAL, "team", "task", "t-1", text="done")
-    runs = DreamRuns(gate, clock=lambda: NOON)
+    runs = DreamRuns(gate, clock=lambda: NOON, queues=HeldQueues(store))
     request = DreamRequest.from_dict({"operation": "refine_experience", "sources": [
         SourceRef("task", "t-1").to_dict()]}, "key-1")
     admitted = runs.request_dream(LOCAL, "team", request).value

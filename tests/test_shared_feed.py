@@ -15,8 +15,8 @@ from adapters.store.persistence import open_dreaming
 from adapters.store.projection_runtime import start_projection
 from adapters.store.shared_feed import SharedFeed, store_fetch
 from application.bootstrap import Dreaming
-from domain.budget import effective_budget
-from domain.canonical import digest
+from domain.budget import Budget
+from domain.dream_request import DreamRequest
 from domain.dream_run import DreamRun
 from projections.catalog import READ_MODELS
 from projections.runs import RUNS
@@ -29,9 +29,9 @@ REQUESTS = st.lists(st.tuples(st.integers(0, 45), st.integers(0, 45), st.integer
 def record_runs(app: Dreaming, count: int) -> None:
     for index in range(count):
         request = {"operation": "refine_experience", "target": None}
-        app.store.commit(DreamRun.accept("scope-f", f"run-{index}", "refine_experience", "alice",
-                                         f"idem-{index}", request, digest(request),
-                                         effective_budget(), "prompt-v1", T0))
+        app.store.commit(DreamRun.accept("scope-f", f"run-{index}", "alice",
+                                         DreamRequest.from_dict(request, f"idem-{index}"),
+                                         Budget(), "prompt-v1", T0))
 
 
 def positions(decoded: list[tuple[object, object]]) -> list[int]:

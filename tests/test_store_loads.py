@@ -9,7 +9,6 @@ import pytest
 
 from adapters.generators.factory import GeneratorRegistry
 from application.bootstrap import Dreaming
-from application.execution import DreamExecutor
 from application.store import EventStore
 from domain.dream_queue import DreamQueue
 from domain.errors import ScopeNotFoundError
@@ -190,7 +189,7 @@ def test_a_worker_reads_the_scope_with_the_runs_evidence_and_a_candidate_from_it
     seed_scope(app, "s")
     first, second = (app.runs.request_dream(LOCAL, "s", request(key)).value.run.run_id
                      for key in ("first", "second"))
-    executor = DreamExecutor(app.runs, GeneratorRegistry(ScriptedModel()), 60.0)
+    executor = app.executor(GeneratorRegistry(ScriptedModel()), 60.0)
     for run_id in (first, second):
         store_reads.clear()
         attempt = executor.claim("s", run_id)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from application.transcodings import register_reference_transcodings
 from domain.artifact import Artifact, EntryStatus
-from domain.budget import effective_budget
+from domain.budget import Budget
 from domain.canonical import digest
 from domain.dream_queue import DreamQueue, Lease
 from domain.dream_request import DreamOperation, DreamRequest
@@ -256,8 +256,7 @@ def test_dream_run_events_keep_their_json_and_load_typed() -> None:
     store = open_store()
     target = ArtifactRef(ArtifactFamily.EXPERIENCE, "e1", 1)
     request = DreamRequest.create(REFINE, "k1", artifacts=[target], target=target)
-    run = DreamRun.accept("s", "r1", REFINE, "alice", "k1", request.to_dict(), request.digest,
-                          effective_budget(), "p1", T0)
+    run = DreamRun.accept("s", "r1", "alice", request, Budget(), "p1", T0)
     run.start_attempt(T0, "model-a", 30)
     manifest = stored_manifest(SourceRef("task", "t1"))
     run.freeze_manifest(1, manifest, digest(manifest))

@@ -18,7 +18,6 @@ from adapters.store.view_batches import open_view
 from adapters.workers.auto_scheduler import AutoScheduler
 from adapters.workers.pool import WorkerPool, view_hints
 from application.bootstrap import Dreaming
-from application.execution import DreamExecutor
 from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS
 from tests.dream_support import ScriptedModel
@@ -32,7 +31,7 @@ BOUND = 10.0
 def sleepy_pool(app: Dreaming, settings: Settings, *, hinted: bool) -> WorkerPool:
     """A pool that polls once a minute; with hints, a commit of the runs view wakes it."""
     runs_view = open_view(RUNS, settings)  # reads the rows the host commits
-    executor = DreamExecutor(app.runs, GeneratorRegistry(ScriptedModel()))
+    executor = app.executor(GeneratorRegistry(ScriptedModel()))
     return WorkerPool(executor, runs_view.claimable, max_concurrent_generations=1,
                       poll_seconds=NEVER,
                       hints=view_hints(app, settings, RUNS.name, "hints") if hinted else None)

@@ -14,7 +14,6 @@ from adapters.settings import Settings
 from adapters.store.projection_runtime import start_projection
 from adapters.workers.pool import WorkerPool
 from application.bootstrap import Dreaming
-from application.execution import DreamExecutor
 from application.generation import GenerationInput, GenerationResult
 from domain.candidate import Candidate
 from domain.dream_request import DreamRequest
@@ -76,7 +75,7 @@ def running(settings: Settings, app: Dreaming) -> Iterator[tuple[Dreaming, objec
 
 
 def pool_for(app: Dreaming, runs: object, model: ScriptedModel, capacity: int) -> WorkerPool:
-    executor = DreamExecutor(app.runs, GeneratorRegistry(model))
+    executor = app.executor(GeneratorRegistry(model))
     return WorkerPool(executor, runs.view.claimable,  # type: ignore[attr-defined]
                       max_concurrent_generations=capacity, poll_seconds=0.02)
 

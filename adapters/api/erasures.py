@@ -23,7 +23,7 @@ from domain.candidate import CandidateStatus
 from domain.erasure import Erasure
 from domain.errors import DomainError
 from domain.ids import artifact_aggregate_id, candidate_aggregate_id
-from domain.refs import MEMORY
+from domain.refs import ArtifactFamily
 from projections.provenance import DERIVED, PROVENANCE, ProvenanceView
 from projections.provenance_nodes import (
     ARTIFACT_REVISION,
@@ -123,10 +123,16 @@ def _still_in_use(acting: Acting, scope_id: str, node: Node) -> str | None:
     name, _, version = node.key.rpartition("@")
     finders: dict[str, Callable[[], str | None]] = {
         CANDIDATE_VERSION: lambda: _pending(store.find(candidate_aggregate_id(scope_id, name))),
-        ARTIFACT_REVISION: lambda: _head(store.find(artifact_aggregate_id(
-            scope_id, *name.split("/", 1))), int(version)),
-        ENTRY_VERSION: lambda: _current(store.find(artifact_aggregate_id(
-            scope_id, MEMORY, name.split("/", 1)[0])), name.split("/", 1)[1], version),
+        ARTIFACT_REVISION: lambda: _head(
+            store.find(artifact_aggregate_id(scope_id, *name.split("/", 1))), int(version)
+        ),
+        ENTRY_VERSION: lambda: _current(
+            store.find(
+                artifact_aggregate_id(scope_id, ArtifactFamily.MEMORY, name.split("/", 1)[0])
+            ),
+            name.split("/", 1)[1],
+            version,
+        ),
     }
     try:
         return finders[node.kind]()

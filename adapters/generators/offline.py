@@ -30,9 +30,9 @@ from domain.content import (
     SKILL_NAME_MAX,
     SKILL_VALIDATION_ITEM_MAX,
 )
-from domain.dream_plan import CREATE, DERIVE, MAX_PLAN_EVIDENCE_IDS, REFINE
-from domain.dream_request import DERIVE_SKILL
-from domain.dream_run import NEEDS_EVIDENCE, NO_CHANGE, PROPOSED
+from domain.dream_plan import MAX_PLAN_EVIDENCE_IDS, Intent
+from domain.dream_request import DreamOperation
+from domain.dream_run import RunOutcome
 from domain.evidence.manifest import EXPERIENCE_NODE, MEMORY_NODE, SOURCE_NODE, ProjectedItem
 
 OFFLINE_CONFIG_ID = "offline:artifact-dreaming.offline.v1"
@@ -295,7 +295,9 @@ def _refine_experience(request: GenerationInput, evidence: _Evidence) -> dict[st
     target_id = request.target_evidence_id
     target = None if target_id is None else evidence.experience(target_id)
     if target_id is not None and target is None:
-        return _unchanged(NEEDS_EVIDENCE, "The target Experience is not in the evidence.")
+        return _unchanged(
+            RunOutcome.NEEDS_EVIDENCE, "The target Experience is not in the evidence."
+        )
     support = _support(evidence.records)
     if not support.complete:
         return _not_supported(evidence, support)
@@ -304,7 +306,7 @@ def _refine_experience(request: GenerationInput, evidence: _Evidence) -> dict[st
     cited = _cited([target_id], support.used, [lesson_id])
     verb = "Revises the target Experience" if target_id else "Proposes an Experience"
     reason = f"{verb} from {len(support.used)} task record(s) showing an action and its result."
-    return _proposed(REFINE if target_id else CREATE, reason, proposal, cited)
+    return _proposed(Intent.REFINE if target_id else Intent.CREATE, reason, proposal, cited)
 
 
 def _not_supported(evidence: _Evidence, support: _Support) -> dict[str, Any]:
@@ -315,12 +317,17 @@ def _not_supported(evidence: _Evidence, support: _Support) -> dict[str, Any]:
     """
     memory_records = any(record.memory for record in evidence.records)
     if evidence.preferences and support.empty and not memory_records:
-        return _unchanged(NO_CHANGE, "The evidence holds preferences only; there is no observed "
-                                     "task action and result to learn from.")
+        return _unchanged(
+            RunOutcome.NO_CHANGE,
+            "The evidence holds preferences only; there is no observed "
+            "task action and result to learn from.",
+        )
     if not evidence.records:
-        return _unchanged(NEEDS_EVIDENCE, "The evidence holds no task record.")
-    return _unchanged(NEEDS_EVIDENCE, "No admissible root Source supports both a task action "
-                                      "and its result.")
+        return _unchanged(RunOutcome.NEEDS_EVIDENCE, "The evidence holds no task record.")
+    return _unchanged(
+        RunOutcome.NEEDS_EVIDENCE,
+        "No admissible root Source supports both a task action and its result.",
+    )
 
 
 # -- derive_skill --------------------------------------------------------------------------------
@@ -364,11 +371,12 @@ def _skill(experiences: Sequence[Mapping[str, str]]) -> dict[str, Any]:
 def _derive_skill(evidence: _Evidence) -> dict[str, Any]:
     chosen = evidence.experiences[:MAX_PLAN_EVIDENCE_IDS]
     if not chosen:
-        return _unchanged(NEEDS_EVIDENCE, "The evidence holds no Experience to derive a Skill "
-                                          "from.")
+        return _unchanged(
+            RunOutcome.NEEDS_EVIDENCE, "The evidence holds no Experience to derive a Skill from."
+        )
     proposal = _skill([content for _, content in chosen])
     reason = f"Derives an instruction-only Skill from {len(chosen)} Experience(s)."
-    return _proposed(DERIVE, reason, proposal, [eid for eid, _ in chosen])
+    return _proposed(Intent.DERIVE, reason, proposal, [eid for eid, _ in chosen])
 
 
 # -- plans, usage, the generator -----------------------------------------------------------------
@@ -381,8 +389,13 @@ def _unchanged(outcome: str, reason: str) -> dict[str, Any]:
 
 def _proposed(intent: str, reason: str, proposal: dict[str, Any],
               evidence_ids: list[str]) -> dict[str, Any]:
-    return {"outcome": PROPOSED, "reason": reason, "intent": intent, "proposal": proposal,
-            "evidence_ids": evidence_ids}
+    return {
+        "outcome": RunOutcome.PROPOSED,
+        "reason": reason,
+        "intent": intent,
+        "proposal": proposal,
+        "evidence_ids": evidence_ids,
+    }
 
 
 def _tokens(value: Any) -> int:
@@ -399,7 +412,7 @@ class OfflineGenerator:
 
     def generate(self, request: GenerationInput) -> GenerationResult:
         evidence = _read(request.projection.items)
-        if request.operation == DERIVE_SKILL:
+        if request.operation == DreamOperation.DERIVE_SKILL:
             plan = _derive_skill(evidence)
         else:
             plan = _refine_experience(request, evidence)

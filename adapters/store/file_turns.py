@@ -1,6 +1,6 @@
 """Turns across the processes of one host: the writers of a key take turns on a lock file.
 
-Within a process, admissions to one scope already take turns (``application.turns``); two
+Within a process, admissions to one scope already take turns (``adapters.store.turns``); two
 ``dream serve`` processes on one SQLite file still raced for the scope's queue, and the loser
 of each race re-ran its whole admission after a pause (with 8 clients on one scope over two
 processes, a p95 of 66-78 ms against 32-44 ms in one process). Here a process waits for the

@@ -23,6 +23,7 @@ from eventsourcing.utils import EnvType
 from adapters.observability.tracing import current_traceparent
 from adapters.settings import Settings
 from adapters.store.database_url import split_postgres_url
+from adapters.store.held_queues import HeldQueues
 from adapters.store.local_disk import require_local_disk
 from adapters.store.recorders import (
     TURNS_DIR,
@@ -224,4 +225,4 @@ def open_dreaming(settings: Settings | None = None) -> Dreaming:
     settings = settings or Settings()
     return Dreaming(env=application_env(settings), store=open_store(settings),
                     enforce_access=settings.access == "enforced",
-                    trace_context=current_traceparent)
+                    trace_context=current_traceparent, run_queues=HeldQueues)

@@ -32,23 +32,17 @@ from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from eventsourcing.application import Application
-from eventsourcing.postgres import PostgresApplicationRecorder
 
 from adapters.observability.store_metrics import events_applied
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
 from adapters.store.foreground import Foreground
-from adapters.store.local_signals import (
-    LocalListener,
-    local_channel,
-    local_notify,
-    signals_dir,
-)
-from adapters.store.notifications import NOTIFY_POLL_SECONDS, Listener, notify, view_channel
+from adapters.store.notifications import Stoppable
 from adapters.store.persistence import projection_env, sealed_store
 from adapters.store.shared_feed import Fetch, store_fetch
 from adapters.store.view_batches import apply_events, open_view
 from adapters.store.view_host import ViewLease
+from adapters.store.view_signals import view_signals
 from application.store import EventStore
 from projections.base import (
     STORE_ERRORS,
@@ -60,7 +54,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_WAIT_SECONDS = 5.0
-POLL_SECONDS = 0.05  # how stale a view may get without a wake-up (writes of other processes)
 COALESCE_SECONDS = 0.02  # the delay before applying what no reader waits for yet
 FRESH_WAIT_SECONDS = 0.2
 FOLLOW_POLL_SECONDS = 0.015  # how often a follower re-reads the view's position for a reader
@@ -122,29 +115,21 @@ class RunningProjection(Generic[TView]):
         self._wakeup = Event()  # something new may be in the store
         self._urgent = Event()  # and a reader waits for it
         self._stopping = Event()
-        recorder = self.app.recorder
-        self._pg = recorder if isinstance(recorder, PostgresApplicationRecorder) else None
-        self._poll = min(POLL_SECONDS if self._pg is None else NOTIFY_POLL_SECONDS,
-                         self._elect_every)
+        self._signals = view_signals(self.app.recorder, settings.data_dir)
+        self._poll = min(self._signals.poll_seconds, self._elect_every)
         self._follower_waits = Event()  # a follower's reader asked this host to apply
         self._ask_host = Event()  # as a follower: a reader is coming, ask the host to apply
         self._on_applied: list[Callable[[], None]] = []
-        # On SQLite, hints between processes travel as local datagrams (no NOTIFY there).
-        self._local = None if self._pg is not None else signals_dir(settings.data_dir)
         self._thread = Thread(target=self._follow, daemon=True, name=f"view-{self.name}")
         self._thread.start()
         self._listener = self._listen()
 
-    def _listen(self) -> Listener | LocalListener:
-        """Hints: a commit to the write model (PostgreSQL), a reader elsewhere asking this
-        host to apply (``wake``), the host saying it has (``applied``)."""
-        name = f"view-{self.name}-listen"
-        hints = [self._channel("wake"), self._channel("applied")]
-        if self._pg is not None:
-            return Listener(self._pg, [self._pg.channel_name, *hints], self._hinted,
-                            self._wakeup.set, name=name)
-        assert self._local is not None
-        return LocalListener(self._local, hints, self._hinted, self._wakeup.set, name=name)
+    def _listen(self) -> Stoppable:
+        """Hints: a commit to the write model (where the store announces one), a reader
+        elsewhere asking this host to apply (``wake``), the host saying it has (``applied``)."""
+        hints = [self._signals.channel(self.name, kind) for kind in ("wake", "applied")]
+        return self._signals.listen(hints, self._hinted, self._wakeup.set,
+                                    name=f"view-{self.name}-listen", commits=True)
 
     @property
     def name(self) -> str:
@@ -312,7 +297,7 @@ class RunningProjection(Generic[TView]):
         """As a follower: the position is what the host has committed to the view."""
         if self._ask_host.is_set():
             self._ask_host.clear()
-            self._signal("wake")
+            self._signals.send(self.name, "wake")
         position = self.view.max_tracking_id(self.app_name) or 0
         if position > self._position:
             self._advance(position)
@@ -326,8 +311,8 @@ class RunningProjection(Generic[TView]):
         head = self.app.recorder.max_notification_id() or 0
         # "Applied" is said when a follower asked, and by every batch of a view other
         # processes act on (workers claim from the runs view); not per commit otherwise.
-        announce = (self._channel("applied")
-                    if self._pg is not None and (asked or self.spec.announced) else None)
+        says_applied = asked or self.spec.announced
+        announce = self._signals.carried(self.name, "applied") if says_applied else None
         applied = 0
         if head > self._position:
             applied = apply_events(self.app, self._projection, self.view, head,
@@ -335,22 +320,9 @@ class RunningProjection(Generic[TView]):
                                    start=self._position, fetch=self._fetch, announce=announce)
         if applied:
             events_applied(self.name, applied)
-        if asked and not applied:  # nothing new: answer at once
-            self._signal("applied")
-        elif applied and self._local is not None and (asked or self.spec.announced):
-            self._signal("applied")  # no batch transaction to carry it on SQLite
-
-    def _channel(self, kind: str) -> str:
-        if self._pg is None:
-            return local_channel(self.name, kind)
-        return view_channel(self._pg, self.name, kind)
-
-    def _signal(self, kind: str) -> None:
-        """Hint this view's ``kind`` channel to the other processes of the store."""
-        if self._pg is not None:
-            notify(self._pg, self._channel(kind))
-        elif self._local is not None:
-            local_notify(self._local, self._channel(kind))
+        # Nothing new: answer at once. Applied: unless the batch's transaction carried it.
+        if (asked and not applied) or (applied and says_applied and announce is None):
+            self._signals.send(self.name, "applied")
 
     def when_applied(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (quick, never raising) each time the view moves on: a batch this
@@ -393,7 +365,7 @@ class RunningProjection(Generic[TView]):
 
     def _hinted(self, channel: str) -> None:
         """A NOTIFY: a commit to the write model, or a hint about this view."""
-        if channel == self._channel("wake"):
+        if channel == self._signals.channel(self.name, "wake"):
             self._follower_waits.set()  # a reader in another process waits
             self._urgent.set()
         self._wakeup.set()

@@ -27,8 +27,6 @@ from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
 
-from eventsourcing.postgres import PostgresApplicationRecorder
-
 from adapters.generators.factory import GeneratorRegistry, generator_from
 from adapters.observability.context import working_on
 from adapters.observability.runs import RunMetrics, TimedGenerator, Traced
@@ -43,9 +41,9 @@ from adapters.store.generation_slots import (
     holder_name,
     leased_slots,
 )
-from adapters.store.local_signals import LocalListener, local_channel, signals_dir
-from adapters.store.notifications import Hints, Listener, Stoppable, view_channel
+from adapters.store.notifications import Hints, Stoppable
 from adapters.store.view_batches import open_view
+from adapters.store.view_signals import view_signals
 from adapters.workers.auto_scheduler import AutoScheduler, Views
 from application.bootstrap import Dreaming
 from application.execution import Attempt, DreamExecutor, Heartbeat
@@ -106,14 +104,11 @@ def worker_pool(app: Dreaming, settings: Settings, inbox: Inbox,
 
 def view_hints(app: Dreaming, settings: Settings, view: str, name: str) -> Hints:
     """Wake whenever ``view``'s host, in whichever process, commits a batch (a new run to
-    claim at once, a record that may make a scope due) rather than at the next poll: through
-    PostgreSQL's NOTIFY, or on SQLite through local datagrams (``local_signals``)."""
-    recorder = app.store.recorder
-    if isinstance(recorder, PostgresApplicationRecorder):
-        channel = view_channel(recorder, view, "applied")
-        return lambda wake: Listener(recorder, [channel], lambda _: wake(), wake, name=name)
-    directory, local = signals_dir(settings.data_dir), local_channel(view, "applied")
-    return lambda wake: LocalListener(directory, [local], lambda _: wake(), wake, name=name)
+    claim at once, a record that may make a scope due) rather than at the next poll
+    (``adapters.store.view_signals``)."""
+    signals = view_signals(app.store.recorder, settings.data_dir)
+    channel = signals.channel(view, "applied")
+    return lambda wake: signals.listen([channel], lambda _: wake(), wake, name=name)
 
 
 class WorkerPool:

@@ -7,11 +7,10 @@ shortened view of the lineage.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from domain.budget import effective_budget
+from domain.budget import Budget
 from domain.errors import EvidenceLimitExceededError
 from domain.evidence.manifest import ModelEvidence
 
@@ -25,11 +24,9 @@ class EvidenceLimits:
     max_depth: int
 
     @classmethod
-    def from_budget(cls, budget: Mapping[str, int]) -> EvidenceLimits:
-        # Missing limits take their defaults; one above its ceiling is refused, not clamped.
-        checked = effective_budget(budget)
-        return cls(checked["max_items"], checked["max_bytes"], checked["max_nodes"],
-                   checked["max_edges"], checked["max_depth"])
+    def from_budget(cls, budget: Budget) -> EvidenceLimits:
+        return cls(budget.max_items, budget.max_bytes, budget.max_nodes, budget.max_edges,
+                   budget.max_depth)
 
 
 # Review re-validates a whole lineage: no Dream budget applies to it.

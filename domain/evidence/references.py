@@ -14,7 +14,6 @@ from typing import Any
 
 from domain.access import Resource
 from domain.artifact import (
-    ACTIVE,
     Artifact,
     ArtifactRevision,
     EntryStatus,
@@ -47,16 +46,8 @@ from domain.evidence.manifest import (
     EvidenceNode,
 )
 from domain.ids import EvidenceRef, evidence_id
-from domain.refs import (
-    EXPERIENCE,
-    MEMORY,
-    PROMPT,
-    ArtifactRef,
-    MemoryCitation,
-    SourceRef,
-    normalise,
-)
-from domain.source import ELIGIBLE, Source
+from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef, normalise
+from domain.source import Eligibility, Source
 
 
 @dataclass(frozen=True)
@@ -135,7 +126,7 @@ def resource_of(ref: EvidenceRef) -> Resource:
     if isinstance(ref, SourceRef):
         return Resource.source(ref.source_type, ref.source_id)
     if isinstance(ref, MemoryCitation):
-        return Resource.artifact(MEMORY, ref.memory_ref.artifact_id)
+        return Resource.artifact(ArtifactFamily.MEMORY, ref.memory_ref.artifact_id)
     return Resource.artifact(ref.family, ref.artifact_id)
 
 
@@ -153,7 +144,7 @@ def read_source(source: Source | None, ref: SourceRef, step: WalkStep) -> NodeRe
              "text": source.text, "payload": source.payload,
              "eligibility": source.eligibility, "attempt_id": source.attempt_id}
     node = EvidenceNode(evidence_id(ref), SOURCE_NODE, digest(value), source=ref, role=ROOT)
-    if source.eligibility != ELIGIBLE:
+    if source.eligibility != Eligibility.ELIGIBLE:
         if step.direct:
             raise SourceNotEligibleError(f"{describe(ref)} is lineage-only and cannot be evidence",
                                          **error_details(ref, step))
@@ -171,10 +162,10 @@ def read_artifact(artifact: Artifact | None, ref: ArtifactRef, step: WalkStep) -
     revision, head = _exact_revision(artifact, ref, step)
     node = EvidenceNode(evidence_id(ref), UNRESOLVED_NODE, _revision_digest(ref, revision),
                         artifact=ref, role=UNRESOLVED)
-    if ref.family == PROMPT:
+    if ref.family == ArtifactFamily.PROMPT:
         # Generation configuration: provenance, never evidence, and not an evidence gap.
         return NodeRead(replace(node, role=LINEAGE_ONLY))
-    if ref.family != EXPERIENCE:
+    if ref.family != ArtifactFamily.EXPERIENCE:
         # A Skill, or a whole Memory (never authority to read all its entries): a gap.
         return NodeRead(node)
     lineage = revision.lineage
@@ -190,10 +181,10 @@ def read_artifact_for_review(artifact: Artifact | None, ref: ArtifactRef,
     """Review follows the stored lineage of every family but Prompts, so a Skill's historical
     revisions, the Experiences behind them and their Memory entries are all re-checked."""
     revision, head = _exact_revision(artifact, ref, step)
-    kind = EXPERIENCE_NODE if ref.family == EXPERIENCE else f"{ref.family}_revision"
+    kind = EXPERIENCE_NODE if ref.family == ArtifactFamily.EXPERIENCE else f"{ref.family}_revision"
     node = EvidenceNode(evidence_id(ref), kind, _revision_digest(ref, revision), artifact=ref,
                         role=DERIVED, historical=ref.revision != head)
-    if ref.family == PROMPT:
+    if ref.family == ArtifactFamily.PROMPT:
         return NodeRead(replace(node, role=LINEAGE_ONLY))
     lineage = revision.lineage
     return NodeRead(node,
@@ -218,7 +209,7 @@ def _revision_digest(ref: ArtifactRef, revision: ArtifactRevision) -> str:
 
 
 def read_citation(memory: Artifact | None, citation: MemoryCitation, step: WalkStep) -> NodeRead:
-    if memory is None or memory.family != MEMORY:
+    if memory is None or memory.family != ArtifactFamily.MEMORY:
         raise missing_reference(citation, step)
     cited = _cited_manifest_entry(memory, citation, step)
     head = memory.manifest().get(citation.entry_id)
@@ -271,7 +262,7 @@ def _check_active(cited: ManifestEntry, head: ManifestEntry | None,
     if head is not None and head.status == EntryStatus.ERASED:
         raise EvidenceErasedError(f"{describe(citation)} was erased",
                                   **error_details(citation, step))
-    if cited.status != ACTIVE or head is None or head.status != ACTIVE:
+    if cited.status != EntryStatus.ACTIVE or head is None or head.status != EntryStatus.ACTIVE:
         raise MemoryEntryInactiveError(
             f"{describe(citation)} is not active",
             **error_details(citation, step, cited_status=cited.status,

@@ -6,12 +6,13 @@ prove it is looking at the same evidence, and the ``ModelEvidence`` shown to the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from domain.access import Resource
 from domain.artifact import Artifact
+from domain.budget import Budget
 from domain.errors import AccessRevokedError, InvalidMemoryCitationError, ReferenceNotFoundError
 from domain.evidence.graph import EvidenceGraph, root_groups
 from domain.evidence.limits import EvidenceLimits, check_model_evidence, over_limit
@@ -37,7 +38,7 @@ from domain.evidence.references import (
     resource_of,
 )
 from domain.ids import EvidenceRef, evidence_id
-from domain.refs import MEMORY, ArtifactRef, MemoryCitation, SourceRef
+from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef
 from domain.source import Source
 
 
@@ -123,7 +124,7 @@ class Traversal:
         if isinstance(ref, SourceRef):
             return read_source(self.reader.source(ref), ref, step)
         if isinstance(ref, MemoryCitation):
-            memory = self.reader.artifact(MEMORY, ref.memory_ref.artifact_id)
+            memory = self.reader.artifact(ArtifactFamily.MEMORY, ref.memory_ref.artifact_id)
             return read_citation(memory, ref, step)
         artifact = self.reader.artifact(ref.family, ref.artifact_id)
         if self.review:
@@ -163,7 +164,7 @@ class Traversal:
 
 def resolve(reader: EvidenceReader, *, sources: Sequence[SourceRef],
             artifacts: Sequence[ArtifactRef], memory_citations: Sequence[MemoryCitation],
-            budget: Mapping[str, int], include_memory_text: bool = True,
+            budget: Budget, include_memory_text: bool = True,
             pinned: EvidenceManifest | None = None) -> Resolution:
     """Resolve and project the evidence of a request (already normalised, in request order).
 

@@ -25,7 +25,7 @@ from domain.evidence.manifest import (
 from domain.evidence.references import RequestedReferences
 from domain.evidence.resolution import EvidenceReader, Traversal
 from domain.ids import EvidenceRef, evidence_id
-from domain.refs import SKILL, ArtifactRef, Lineage, SourceRef, normalise
+from domain.refs import ArtifactFamily, ArtifactRef, Lineage, SourceRef, normalise
 
 NEEDS_EVIDENCE_REASON = (
     "selected Memory-derived evidence has no usable root Source supporting task actions and results"
@@ -69,7 +69,7 @@ def select_evidence(manifest: EvidenceManifest, evidence_ids: Sequence[str], *, 
                                  [nodes[i] for i in sorted(dependencies)], family, target)
     if any(nodes[i].kind == MEMORY_NODE for i in dependencies) and not lineage.sources:
         return NeedsEvidence()
-    if family == SKILL and not lineage.artifacts:
+    if family == ArtifactFamily.SKILL and not lineage.artifacts:
         raise InvalidGenerationOutputError("a Skill must rest on at least one Experience",
                                            field="evidence_ids")
     if len(lineage) > MAX_CANDIDATE_EVIDENCE:
@@ -86,7 +86,7 @@ def _check_usable(nodes: Mapping[str, EvidenceNode], evidence_ids: Sequence[str]
             problem = "is not in the evidence"
         elif not node.projectable:
             problem = f"is {node.role} and cannot support a proposal"
-        elif family == SKILL and node.kind == MEMORY_NODE:
+        elif family == ArtifactFamily.SKILL and node.kind == MEMORY_NODE:
             problem = "is a Memory entry; a Skill rests on Experiences and Sources"
         else:
             continue
@@ -103,7 +103,7 @@ def _candidate_lineage(chosen: Sequence[EvidenceNode], dependencies: Sequence[Ev
                  if node.kind == EXPERIENCE_NODE and node.artifact is not None]
     if target is not None:
         artifacts.append(target)  # a replacement keeps its exact target ref
-    citations = [] if family == SKILL else [
+    citations = [] if family == ArtifactFamily.SKILL else [
         citation for node in chosen if node.kind == MEMORY_NODE
         for citation in node.memory_citations
     ]

@@ -120,7 +120,7 @@ class DreamRunView(DreamRunSummary):
             input_manifest=None if run.manifest is None else run.manifest.to_dict(),
             usage=Usage(model_calls=run.model_calls, input_tokens=run.input_tokens,
                         output_tokens=run.output_tokens),
-            budget=run.budget, prompt_version=run.prompt_version,
+            budget=run.budget.to_dict(), prompt_version=run.prompt_version,
             model_config_id=run.model_config_id)
 
 

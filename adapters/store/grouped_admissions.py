@@ -1,7 +1,7 @@
 """Group commit: the admissions to a scope that wait for its turn are committed together.
 
 Every admission to a scope writes the scope's queue, so admissions to one scope take turns
-(``application.turns``, ``application.held_queues``), and a turn lasts a read of the queue and
+(``adapters.store.turns``, ``adapters.store.held_queues``), and a turn lasts a read of the queue and
 a commit: on PostgreSQL, round trips that the other admissions to the scope wait out, one
 after the other. Here the thread that gets the turn admits every admission waiting for it on
 the queue it holds, and commits their runs, the queue and every read set in one transaction.
@@ -17,45 +17,20 @@ re-runs. Each admission's events are stamped with its own caller.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from application.held_queues import HeldQueues
+from application.run_queues import Admitting
 from application.store import EventStore, stamp_acted_by
 from domain.dream_queue import DreamQueue
 from domain.errors import DomainError, WriteConflictError
-from domain.policy import Caller
+
+if TYPE_CHECKING:  # the held queues make their batcher
+    from adapters.store.held_queues import HeldQueues
 
 MAX_BATCH = 64  # admissions per transaction; those beyond wait for the next turn
-
-
-@dataclass
-class Admitting:
-    """One admission waiting to be committed: the run it creates (``run_id``), what its checks
-    read, who acts, and ``admit``, which counts its run in the queue (or refuses)."""
-
-    run_id: UUID
-    read: Sequence[Aggregate]
-    acted_by: Caller
-    admit: Callable[[DreamQueue], Aggregate]
-    settled: threading.Event = field(default_factory=threading.Event)
-    run: Aggregate | None = None
-    position: int | None = None
-    error: BaseException | None = None
-
-    def settle(self, run: Aggregate | None = None, position: int | None = None,
-               error: BaseException | None = None) -> None:
-        self.run, self.position, self.error = run, position, error
-        self.settled.set()
-
-    def outcome(self) -> tuple[Aggregate, int | None]:
-        if self.error is not None:
-            raise self.error
-        assert self.run is not None
-        return self.run, self.position
 
 
 class GroupedAdmissions:

@@ -2,7 +2,7 @@
 
 Every admission to a scope writes the scope's queue, and loading it (its latest snapshot, then
 the events after it) was the largest single read of an admission. Within one process the
-admissions to a scope already take turns (:class:`~application.turns.Turns`), so the queue a
+admissions to a scope already take turns (:class:`~adapters.store.turns.Turns`), so the queue a
 turn committed can wait in memory for the next holder, uncopied: no other thread of this
 process touches it meanwhile. The next holder brings it up to date with one read of the events
 stored after its version (a worker's claim or finish, another process's admission), and the
@@ -13,7 +13,7 @@ The turn is the store's too where it offers one (the processes of one host that 
 directory wait for each other on a lock file), so admissions from several processes queue up
 instead of racing. Admissions, a worker's claims, renewals and finishes, and automatic
 admissions all take it; requested admissions that wait for it are committed together by its
-holder (:mod:`application.grouped_admissions`).
+holder (:mod:`adapters.store.grouped_admissions`).
 """
 
 from __future__ import annotations
@@ -23,15 +23,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from threading import Lock
 
+from eventsourcing.domain import Aggregate
+
+from adapters.store.grouped_admissions import GroupedAdmissions
+from adapters.store.turns import Turns
+from application.run_queues import Admitting
 from application.store import EventStore
-from application.turns import Turns
 from domain.dream_queue import DreamQueue
 
 HELD_QUEUES = 4_096  # scopes whose queue a process keeps (a queue is a count and a few leases)
 
 
 class HeldQueues:
-    """The turn of a scope's queue writers in this process, with the queue as last committed."""
+    """The store's ``RunQueues`` (``application.run_queues``): the turn of a scope's queue
+    writers in this process and on the store, with the queue as last committed, and the
+    admissions waiting for a turn committed together."""
 
     def __init__(self, store: EventStore, capacity: int = HELD_QUEUES) -> None:
         self.store = store
@@ -39,6 +45,10 @@ class HeldQueues:
         self._capacity = capacity
         self._guard = Lock()
         self._held: OrderedDict[str, DreamQueue] = OrderedDict()
+        self.grouped = GroupedAdmissions(store, self)
+
+    def admit(self, scope_id: str, admitting: Admitting) -> tuple[Aggregate, int | None]:
+        return self.grouped.admit(scope_id, admitting)
 
     @contextmanager
     def turn(self, scope_id: str) -> Iterator[DreamQueue]:

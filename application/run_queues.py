@@ -1,0 +1,73 @@
+"""The port for a scope's Dream queue and the runs it counts.
+
+Every command that changes a run's place in its scope's queue writes the run and the queue
+together: an admission counts a new run, a worker's claim, renewal or finish moves one. So
+those commands go through one port. ``turn`` gives the block the scope's queue, current, and
+the block's own commit of the queue (with its run) is the only write to the queue meanwhile:
+writers of one scope take turns rather than race to a write conflict. ``admit`` hands a
+requested admission to the scope's turn, which may commit it together with the others
+waiting for it, each checked exactly as alone.
+
+How the turns are taken (in this process, across the processes of a host), how the queue is
+kept between turns and how admissions are batched is the implementation's business
+(``adapters.store.held_queues``), chosen where the application is assembled.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from application.store import EventStore
+from domain.dream_queue import DreamQueue
+from domain.policy import Caller
+
+
+@dataclass
+class Admitting:
+    """One admission waiting to be committed: the run it creates (``run_id``), what its checks
+    read, who acts, and ``admit``, which counts its run in the queue (or refuses)."""
+
+    run_id: UUID
+    read: Sequence[Aggregate]
+    acted_by: Caller
+    admit: Callable[[DreamQueue], Aggregate]
+    settled: threading.Event = field(default_factory=threading.Event)
+    run: Aggregate | None = None
+    position: int | None = None
+    error: BaseException | None = None
+
+    def settle(self, run: Aggregate | None = None, position: int | None = None,
+               error: BaseException | None = None) -> None:
+        self.run, self.position, self.error = run, position, error
+        self.settled.set()
+
+    def outcome(self) -> tuple[Aggregate, int | None]:
+        if self.error is not None:
+            raise self.error
+        assert self.run is not None
+        return self.run, self.position
+
+
+class RunQueues(Protocol):
+    """A scope's Dream queue, for the commands that write it with its runs."""
+
+    def turn(self, scope_id: str) -> AbstractContextManager[DreamQueue]:
+        """Wait for the scope's turn; the block gets the current queue and commits it (an
+        exception in the block leaves nothing of its changes behind)."""
+
+    def admit(self, scope_id: str, admitting: Admitting) -> tuple[Aggregate, int | None]:
+        """Commit a requested admission in the scope's turn: its run and the position of
+        the commit, or its own refusal (``capacity_exceeded``, ``write_conflict``...)."""
+
+    def load(self, scope_id: str) -> DreamQueue:
+        """The queue as stored (empty for a scope that never had a run), outside any turn."""
+
+
+RunQueuesFactory = Callable[[EventStore], RunQueues]  # given the application's event store
