@@ -4,6 +4,7 @@ directly and timed, with every read of the event store counted."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from adapters.store.persistence import open_dreaming
 from adapters.store.projection_runtime import RunningProjection, start_projection
 from adapters.workers.auto_scheduler import MAX_SETTLES, AutoScheduler
 from application.bootstrap import Dreaming
+from benchmarks.scale_procs import rss_mb
 from domain import run_lifecycle
 from domain.dream_run import RunOutcome
 from domain.policy import LOCAL
@@ -56,6 +58,8 @@ class TickRun:
     store_events: int = 0  # events in the store when the first tick ran
     busy: list[TickSample] = field(default_factory=list)  # until every due cursor moved
     idle: list[TickSample] = field(default_factory=list)  # afterwards: nothing due or open
+    rss_before_mb: float = 0.0  # this process, just before the first tick
+    rss_after_mb: float = 0.0  # and after the last
 
 
 # --- instruments ------------------------------------------------------------------------------
@@ -246,7 +250,9 @@ def run_ticks(settings: Settings, store: str, scopes: int, idle_ticks: int,
             probe.watch_view(records.view, "open_windows", "due_scopes", "pending",
                              "current_entries")
             probe.watch_view(runs.view, "unfinished_automatic")
+            result.rss_before_mb = rss_mb(os.getpid())
             drive(Ticker(app, records, runs, probe), due, idle_ticks, result, say)
+            result.rss_after_mb = rss_mb(os.getpid())
         return result
     finally:
         app.close()

@@ -37,6 +37,7 @@ from psycopg.sql import SQL, Identifier
 from adapters.http.app import create_app
 from adapters.http.server import running_server
 from adapters.settings import Settings
+from adapters.store.held_queues import HeldQueues
 from adapters.store.persistence import application_env, open_dreaming
 from application.bootstrap import Dreaming
 from application.erasure import ErasureTarget
@@ -46,7 +47,7 @@ from domain.policy import LOCAL
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "erasure.json"
 ROOT = Path(__file__).resolve().parent.parent
-FULL = {"calls": 1000, "rounds": 5, "pairs": 5, "http_calls": 300, "http_rounds": 6,
+FULL = {"calls": 1000, "rounds": 5, "pairs": 9, "http_calls": 300, "http_rounds": 6,
         "subject_records": 10_000}
 QUICK = {"calls": 100, "rounds": 2, "pairs": 1, "http_calls": 100, "http_rounds": 2,
          "subject_records": 300}
@@ -64,7 +65,8 @@ def apps(settings: Settings, prefix: str = "", kinds: tuple[str, ...] = ("sealed
     on the same store, each with a scope named ``prefix`` and its kind."""
     env = application_env(settings)
     made = {"sealed": lambda: open_dreaming(settings),
-            "unsealed": lambda: Dreaming(env=env, enforce_access=False, store=EventStore(env=env))}
+            "unsealed": lambda: Dreaming(env=env, enforce_access=False, store=EventStore(env=env),
+                                         run_queues=HeldQueues)}
     opened = {kind: made[kind]() for kind in kinds}
     for kind, app in opened.items():
         app.records.create_scope(LOCAL, prefix + kind)
