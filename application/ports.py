@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
@@ -106,6 +106,10 @@ class Keyring(Protocol):
         """The records kept for a subject (a digest) whose keys still exist."""
 
     def exists(self, key_id: UUID) -> bool: ...
+
+    def prefetch_stored(self, states: Iterable[bytes]) -> None:
+        """Fetch at once the keys of the sealed values in these stored events, so that
+        opening them costs no query each (a no-op where nothing is opened)."""
 
     def forget(self, key_ids: Sequence[UUID]) -> None:
         """Drop keys an erasure destroyed from this process's memory."""

@@ -173,6 +173,7 @@ class EventStore(Application[UUID]):
         if len(batched) > 1:
             with store_call():
                 stored = self.read_set_recorder.select_events_of_many(batched)
+                self._fetch_keys(event for events, _ in stored.values() for event in events)
             for aggregate_id, (events, position) in stored.items():
                 found[aggregate_id] = aggregate = self._from_events(aggregate_id, events, position)
                 if aggregate is not None:
@@ -201,11 +202,17 @@ class EventStore(Application[UUID]):
         else:
             stored, position = self.read_set_recorder.select_events_and_position(
                 aggregate_id, lte=version)
+            self._fetch_keys(stored)
             aggregate = self._from_events(aggregate_id, stored, position)
             if aggregate is None:
                 raise AggregateNotFoundError(aggregate_id)
         self._learn_snapshotting(aggregate, at_head=version is None)
         return aggregate
+
+    def _fetch_keys(self, stored: Iterable[StoredEvent]) -> None:
+        """The keys of the sealed values about to be opened, in one query (ADR-0030)."""
+        if self.keyring is not None:
+            self.keyring.prefetch_stored(event.state for event in stored)
 
     def _may_load_through_snapshot(self, aggregate_id: UUID,
                                    kind: type[Aggregate] | None) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,8 +81,13 @@ class Probe:
         if app.store.snapshots is not None:
             recorders.append(app.store.snapshots.recorder)
         for recorder in recorders:
-            self._wrap(recorder, "select_events", self._counted_events)
+            self._wrap(recorder, "select_events", self._counted_events(lambda rows: [rows]))
             self._wrap(recorder, "insert_events", self._timed("write"))
+        # The store's own reads: one aggregate with its position, and many in one query.
+        self._wrap(app.store.recorder, "select_events_and_position",
+                   self._counted_events(lambda found: [found[0]]))
+        self._wrap(app.store.recorder, "select_events_of_many",
+                   self._counted_events(lambda found: [rows for rows, _ in found.values()]))
         self._wrap(app.store.recorder, "select_notifications", self._counted_notifications)
 
     def watch_view(self, view: object, *names: str) -> None:
@@ -94,15 +99,21 @@ class Probe:
               wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
         setattr(target, name, wrapper(getattr(target, name)))
 
-    def _counted_events(self, select: Callable[..., Any]) -> Callable[..., Any]:
-        timed = self._timed("read")(select)
+    def _counted_events(self, per_aggregate: Callable[[Any], list[Sequence[Any]]]
+                        ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Count the aggregates a read returns and their events (``per_aggregate``: each
+        aggregate's events in what the read returns)."""
+        def wrapper(select: Callable[..., Any]) -> Callable[..., Any]:
+            timed = self._timed("read")(select)
 
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            rows = timed(*args, **kwargs)
-            self.aggregate_reads += 1
-            self.events += len(rows)
-            return rows
-        return counted
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                found = timed(*args, **kwargs)
+                events = per_aggregate(found)
+                self.aggregate_reads += len(events)
+                self.events += sum(len(rows) for rows in events)
+                return found
+            return counted
+        return wrapper
 
     def _counted_notifications(self, select: Callable[..., Any]) -> Callable[..., Any]:
         def counted(*args: Any, **kwargs: Any) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.settings import Settings
+from adapters.store import sealing
 from adapters.store.held_queues import HeldQueues
 from adapters.store.persistence import application_env
 from adapters.store.sealing import SealedValue
@@ -126,6 +128,30 @@ def test_a_memory_snapshot_stores_entry_text_sealed_and_forgets_it_with_the_entr
     fresh = open_app().records.get_artifact(LOCAL, "c", "memory", "m")
     assert [v.text for v in fresh.entry_versions["ann-pref"]] == ["", ""]
     assert fresh.current_entry("team").text == f"Mondays, week {n}"
+
+
+def test_loading_many_sealed_records_looks_their_keys_up_in_one_query(
+        clinic: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that remembers none of the keys (another process wrote the records) reads a
+    batch of Sources with one key query, not one per sealed value, and a destroyed key is
+    still read as erased."""
+    for n in range(5):
+        clinic.records.record_source(LOCAL, "c", "visit", f"v{n}", text=f"visit {n}",
+                                     payload={"n": n})
+    erase(clinic, "c", ErasureTarget.of_source("visit", "v0"))
+    ids = {source_aggregate_id("c", "visit", f"v{n}"): Source for n in range(5)}
+    monkeypatch.setattr(sealing, "_REMEMBERED", OrderedDict())  # a process that knows none
+    queries: list[str] = []
+    original = sealing.DataKeys._rows
+    monkeypatch.setattr(sealing.DataKeys, "_rows", lambda keys, statement, params: (
+        queries.append(statement), original(keys, statement, params))[1])
+    found = clinic.store.find_many(ids)
+    assert [(found[i].text, found[i].payload) for i in ids] == [
+        (None, None), *((f"visit {n}", {"n": n}) for n in range(1, 5))]
+    assert len(queries) == 1  # the destroyed key is known gone from that query too
+    queries.clear()
+    clinic.store.find_many(ids)
+    assert queries == []  # every key, and the destroyed one's absence, remembered
 
 
 def test_erasing_a_subject_takes_its_sources_and_entries_only(

@@ -216,8 +216,8 @@ def sealed_store(env: EnvType, *, for_views: bool = False) -> EventStore:
 def sealing_mapper(mapper: Mapper[UUID], factory: InfrastructureFactory[Any], *,
                    opens: bool = True) -> Mapper[UUID]:
     mapper.transcoder.register(SealedValueAsDict())  # type: ignore[attr-defined]
-    return SealingMapper(mapper, DataKeys(factory.datastore),  # type: ignore[attr-defined]
-                         opens=opens)
+    keys = DataKeys(factory.datastore, prefetching=opens)  # type: ignore[attr-defined]
+    return SealingMapper(mapper, keys, opens=opens)
 
 
 def open_dreaming(settings: Settings | None = None) -> Dreaming:

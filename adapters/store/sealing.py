@@ -20,10 +20,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -58,6 +59,10 @@ SEALED_FIELDS: dict[type, tuple[str, ...]] = {
 """The event fields that can hold personal data (docs/erasure.md lists them for users)."""
 ARTIFACT_TOPIC = get_topic(Artifact)
 FIRST_EVENTS = (Source.Recorded, Artifact.EntryAdded)  # a record's first sealed event
+# A sealed value's key id as it appears in a stored event's JSON (``SealedValueAsDict``).
+SEALED_KEY_ID = re.compile(rb'\{"k":"([0-9a-f]{32})","n":"')
+PREFETCH_CHUNK = 500  # key ids per query
+DESTROYED = b""  # remembered for a key an erasure destroyed
 
 
 @dataclass(frozen=True)
@@ -112,8 +117,10 @@ class DataKeys:
     the process on the store.
     """
 
-    def __init__(self, datastore: SQLiteDatastore | PostgresDatastore) -> None:
+    def __init__(self, datastore: SQLiteDatastore | PostgresDatastore, *,
+                 prefetching: bool = True) -> None:
         self.datastore = datastore
+        self.prefetching = prefetching  # false where sealed values are never opened
         self.postgres = isinstance(datastore, PostgresDatastore)
         self.mark = "%s" if self.postgres else "?"
         self.table = (f"{datastore.schema}.{KEYS_TABLE}" if isinstance(datastore, PostgresDatastore)
@@ -157,13 +164,35 @@ class DataKeys:
         with _LOCK:
             known = _REMEMBERED.get((self.store_id, key_id))
         if known is not None:
-            return known
+            return known or None  # DESTROYED is empty
         new = self._new().get(key_id)
         if new is not None:
             return bytes(new[5])
         rows = self._rows(f"SELECT key FROM {self.table} WHERE key_id = {self.mark}",
                           (key_id.hex,))
         return self._remember(key_id, bytes(rows[0][0])) if rows else None
+
+    def prefetch(self, key_ids: Iterable[UUID]) -> None:
+        """Look up, in one query per few hundred, the keys of ``key_ids`` this process does
+        not remember: a read of many sealed values then opens them without a query each. A
+        key not found (destroyed) is simply not remembered."""
+        with _LOCK:
+            unknown = sorted({key_id.hex for key_id in key_ids
+                              if (self.store_id, key_id) not in _REMEMBERED})
+        for start in range(0, len(unknown), PREFETCH_CHUNK):
+            chunk = unknown[start:start + PREFETCH_CHUNK]
+            rows = self._rows(f"SELECT key_id, key FROM {self.table} WHERE key_id IN "
+                              f"({', '.join([self.mark] * len(chunk))})", chunk)
+            found = {key_id: bytes(key) for key_id, key in rows}
+            for key_id in chunk:  # a key named by a stored sealed value, not found: destroyed
+                self._remember(UUID(key_id), found.get(key_id, DESTROYED))
+
+    def prefetch_stored(self, states: Iterable[bytes]) -> None:
+        """``prefetch`` the keys of every sealed value in these stored events' states."""
+        if not self.prefetching:
+            return
+        self.prefetch(UUID(found.decode()) for state in states
+                      for found in SEALED_KEY_ID.findall(state))
 
     def for_writing(self, record: KeyRecord, scope_id: str | None, *, first: bool) -> bytes:
         """The record's key; a new one (with the subject tagged for it) if it has none.
@@ -221,6 +250,11 @@ class DataKeys:
     def exists(self, key_id: UUID) -> bool:
         return bool(self._rows(f"SELECT 1 FROM {self.table} WHERE key_id = {self.mark}",
                                (key_id.hex,)))
+
+    def destroyed(self, key_id: UUID) -> None:
+        """Remember that a key a stored sealed value names is gone: its values read as
+        erased without another query."""
+        self._remember(key_id, DESTROYED)
 
     def forget(self, key_ids: Sequence[UUID]) -> None:
         with _LOCK:
@@ -318,6 +352,8 @@ class SealingMapper(Mapper[UUID]):
                     state[name] = self.open(value, name)
         elif isinstance(domain_event, Snapshot) and "entry_versions" in domain_event.state:
             versions = domain_event.state["entry_versions"]
+            self.keys.prefetch(UUID(version.text.key_id) for listed in versions.values()
+                               for version in listed if isinstance(version.text, SealedValue))
             for entry_id, listed in versions.items():
                 versions[entry_id] = [
                     replace(version, text=self.open(version.text, "text"))
@@ -328,6 +364,9 @@ class SealingMapper(Mapper[UUID]):
         key_id = UUID(value.key_id)
         key = self.keys.key(key_id)
         if key is None:
+            # A stored value names it, so it was stored with that value's event: it is gone
+            # for good (never a record written before sealing, whose values are plain).
+            self.keys.destroyed(key_id)
             return ERASED_TEXT if value.form == TEXT else {}
         return unseal(key, key_id, field, value)
 
