@@ -89,7 +89,7 @@ class SealedValueAsDict(Transcoding):
 # The keys this process used last, per store: shared by the process's applications on one
 # store (the API's, the read models' shared feed), so a key written by one is read by the
 # others without a lookup, and forgotten by all when one of them erases.
-_REMEMBERED: OrderedDict[tuple[str, UUID], bytes] = OrderedDict()
+_REMEMBERED: OrderedDict[tuple[str, str], bytes] = OrderedDict()  # by (store, key id hex)
 _LOCK = threading.Lock()
 
 
@@ -162,7 +162,7 @@ class DataKeys:
     def key(self, key_id: UUID) -> bytes | None:
         """The key, or None: destroyed by an erasure, or never made."""
         with _LOCK:
-            known = _REMEMBERED.get((self.store_id, key_id))
+            known = _REMEMBERED.get((self.store_id, key_id.hex))
         if known is not None:
             return known or None  # DESTROYED is empty
         new = self._new().get(key_id)
@@ -170,29 +170,34 @@ class DataKeys:
             return bytes(new[5])
         rows = self._rows(f"SELECT key FROM {self.table} WHERE key_id = {self.mark}",
                           (key_id.hex,))
-        return self._remember(key_id, bytes(rows[0][0])) if rows else None
+        return self._remember(key_id.hex, bytes(rows[0][0])) if rows else None
 
-    def prefetch(self, key_ids: Iterable[UUID]) -> None:
+    def prefetch(self, key_ids: Iterable[str]) -> None:
         """Look up, in one query per few hundred, the keys of ``key_ids`` this process does
-        not remember: a read of many sealed values then opens them without a query each. A
-        key not found (destroyed) is simply not remembered."""
+        not remember (ids as hex): a read of many sealed values then opens them without a
+        query each. A key that a stored value names but the table lacks was destroyed, and is
+        remembered as such."""
+        store = self.store_id
         with _LOCK:
-            unknown = sorted({key_id.hex for key_id in key_ids
-                              if (self.store_id, key_id) not in _REMEMBERED})
+            unknown = sorted({key_id for key_id in key_ids
+                              if (store, key_id) not in _REMEMBERED})
         for start in range(0, len(unknown), PREFETCH_CHUNK):
             chunk = unknown[start:start + PREFETCH_CHUNK]
             rows = self._rows(f"SELECT key_id, key FROM {self.table} WHERE key_id IN "
                               f"({', '.join([self.mark] * len(chunk))})", chunk)
             found = {key_id: bytes(key) for key_id, key in rows}
             for key_id in chunk:  # a key named by a stored sealed value, not found: destroyed
-                self._remember(UUID(key_id), found.get(key_id, DESTROYED))
+                self._remember(key_id, found.get(key_id, DESTROYED))
 
     def prefetch_stored(self, states: Iterable[bytes]) -> None:
         """``prefetch`` the keys of every sealed value in these stored events' states."""
         if not self.prefetching:
             return
-        self.prefetch(UUID(found.decode()) for state in states
-                      for found in SEALED_KEY_ID.findall(state))
+        named: set[bytes] = set()  # a record's fields share its key: one id each
+        for state in states:
+            named.update(SEALED_KEY_ID.findall(state))
+        if named:
+            self.prefetch([key_id.decode() for key_id in named])
 
     def for_writing(self, record: KeyRecord, scope_id: str | None, *, first: bool) -> bytes:
         """The record's key; a new one (with the subject tagged for it) if it has none.
@@ -237,7 +242,7 @@ class DataKeys:
         """The keys last taken are stored: remember them (never before: a key remembered
         for a transaction that failed would seal the retry under a key no one stored)."""
         for key_id, row in getattr(self._local, "taken", ()):
-            self._remember(key_id, row[5])
+            self._remember(key_id.hex, row[5])
         self._local.taken = []
 
     def of_subject(self, scope_id: str, subject: str) -> list[KeyRecord]:
@@ -254,15 +259,16 @@ class DataKeys:
     def destroyed(self, key_id: UUID) -> None:
         """Remember that a key a stored sealed value names is gone: its values read as
         erased without another query."""
-        self._remember(key_id, DESTROYED)
+        self._remember(key_id.hex, DESTROYED)
 
     def forget(self, key_ids: Sequence[UUID]) -> None:
         with _LOCK:
             for key_id in key_ids:
-                _REMEMBERED.pop((self.store_id, key_id), None)
+                _REMEMBERED.pop((self.store_id, key_id.hex), None)
         _cipher.cache_clear()  # erasures are rare: every cipher goes, the destroyed ones too
 
-    def _remember(self, key_id: UUID, key: bytes) -> bytes:
+    def _remember(self, key_id: str, key: bytes) -> bytes:
+        """Remember a key by its id's hex (``DESTROYED`` for one known gone)."""
         with _LOCK:
             _REMEMBERED[(self.store_id, key_id)] = key
             _REMEMBERED.move_to_end((self.store_id, key_id))
@@ -352,7 +358,7 @@ class SealingMapper(Mapper[UUID]):
                     state[name] = self.open(value, name)
         elif isinstance(domain_event, Snapshot) and "entry_versions" in domain_event.state:
             versions = domain_event.state["entry_versions"]
-            self.keys.prefetch(UUID(version.text.key_id) for listed in versions.values()
+            self.keys.prefetch(version.text.key_id for listed in versions.values()
                                for version in listed if isinstance(version.text, SealedValue))
             for entry_id, listed in versions.items():
                 versions[entry_id] = [
