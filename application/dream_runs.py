@@ -21,7 +21,6 @@ from application.ports import Clock, TraceContext, no_trace_context
 from application.retry import retry_on_write_conflict
 from application.run_queues import Admitting, RunQueues
 from application.store import Written
-from domain import run_lifecycle
 from domain.access import Action
 from domain.budget import Budget
 from domain.dream_queue import DreamQueue
@@ -39,6 +38,7 @@ from domain.evidence.resolution import Resolution, resolve
 from domain.ids import EvidenceRef, dream_run_aggregate_id, dream_run_id
 from domain.policy import LOCAL, Caller
 from domain.principal import SERVICE_PREFIX, Principal
+from domain.run_lifecycle import QueuedRun
 from domain.scope import Scope
 
 PROMPT_VERSION = "artifact-dreaming.dream.v1"
@@ -144,11 +144,11 @@ class DreamRuns:
                       trace_parent: str | None = None) -> DreamRun:
         """Count a run whose evidence was checked in ``queue`` (``capacity_exceeded`` when
         full); the commit's read set makes the check hold at the commit."""
-        return run_lifecycle.admit(
+        return QueuedRun.admit(
             queue, run_id=self.run_id_for(caller.name, scope.scope_id, request),
             requester=caller.name, request=request, budget=evidence.budget,
             prompt_version=PROMPT_VERSION, now=self.clock(), max_pending=max_pending(scope),
-            trigger=trigger, trace_parent=trace_parent)
+            trigger=trigger, trace_parent=trace_parent).run
 
     def get_dream(self, who: Who, scope_id: str, run_id: str) -> DreamRun:
         run_key = dream_run_aggregate_id(scope_id, run_id)

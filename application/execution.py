@@ -39,10 +39,8 @@ from application.retry import (
 )
 from application.run_queues import RunQueues
 from application.store import OUTAGE_ERRORS, EventStore
-from domain import run_lifecycle
 from domain.candidate import Candidate, CandidateStatus
 from domain.dream_plan import DreamPlan, parse_plan
-from domain.dream_queue import DreamQueue
 from domain.dream_request import DreamOperation
 from domain.dream_run import DreamRun, RunOutcome, RunStatus
 from domain.errors import (
@@ -59,6 +57,7 @@ from domain.evidence.selection import NeedsEvidence, select_evidence
 from domain.ids import dream_candidate_id, evidence_id
 from domain.proposal_record import ProposalRecord, proposal_fingerprint
 from domain.refs import ArtifactFamily, ArtifactRef, Lineage
+from domain.run_lifecycle import QueuedRun
 
 log = logging.getLogger("dream.execution")
 
@@ -156,10 +155,8 @@ class DreamExecutor:
         now = self.clock()
         if run is None or run.terminal or not run.claimable(now):
             return None
-        with self.queues.turn(scope_id) as queue:
-            started = run_lifecycle.claim(run, queue, now, self.generators.current.config_id,
-                                          self.lease_seconds)
-            self.store.commit(run, queue)
+        with self.queues.changing(run) as pair:
+            started = pair.claim(now, self.generators.current.config_id, self.lease_seconds)
         if started and run.attempt == 1:
             self.observer.waited((now - run.accepted_at).total_seconds(), run.operation,
                                  run.trigger)
@@ -269,10 +266,8 @@ class DreamExecutor:
             if run is None:
                 return False
             try:
-                with self.queues.turn(run.scope_id) as queue:
-                    run_lifecycle.renew(run, queue, attempt.number, self.clock(),
-                                        self.lease_seconds)
-                    self.store.commit(run, queue)
+                with self.queues.changing(run) as pair:
+                    pair.renew(attempt.number, self.clock(), self.lease_seconds)
             except (AttemptConflictError, RunTerminalError):
                 log.warning("run %s: attempt %s lost its lease to attempt %s; its answer will "
                             "be discarded", run.run_id, attempt.number, run.attempt)
@@ -340,16 +335,15 @@ class DreamExecutor:
             Candidate.create_id(run.scope_id, record.candidate_id), Candidate)
         if candidate.candidate_version != 1 or candidate.status == CandidateStatus.APPROVED:
             return False  # edited or approved: a fresh proposal is worth a model call
-        with self.queues.turn(run.scope_id) as queue:
+        with self.queues.changing(run, read=[record, candidate, *evidence]) as pair:
             if candidate.status == CandidateStatus.PENDING:
-                run_lifecycle.propose(run, queue, attempt.number, candidate.current.reason,
-                                      candidate.candidate_id, self.clock(), reused=True)
+                pair.propose(attempt.number, candidate.current.reason, candidate.candidate_id,
+                             self.clock(), reused=True)
             else:
-                run_lifecycle.conclude(
-                    run, queue, attempt.number, RunOutcome.NO_CHANGE,
+                pair.conclude(
+                    attempt.number, RunOutcome.NO_CHANGE,
                     "An unchanged proposal over the same evidence was already rejected.",
                     self.clock(), reused=True)
-            self.store.commit(run, queue, read=[record, candidate, *evidence])
         self._ended(run, RunStatus.SUCCEEDED, run.outcome or RunOutcome.NO_CHANGE)
         return True
 
@@ -380,24 +374,19 @@ class DreamExecutor:
         record.replace(candidate.candidate_id)
         if self.before_commit is not None:
             self.before_commit(attempt)
-        with self.queues.turn(run.scope_id) as queue:
-            run_lifecycle.propose(run, queue, attempt.number, plan.reason,
-                                  candidate.candidate_id, self.clock())
-            self.store.commit(run, candidate, queue, record, read=reader.read_set)
+        with self.queues.changing(run, also=(candidate, record), read=reader.read_set) as pair:
+            pair.propose(attempt.number, plan.reason, candidate.candidate_id, self.clock())
         self._ended(run, RunStatus.SUCCEEDED, RunOutcome.PROPOSED)
 
     def _conclude(self, attempt: Attempt, outcome: str, reason: str) -> None:
-        with self.queues.turn(attempt.run.scope_id) as queue:
-            run_lifecycle.conclude(attempt.run, queue, attempt.number, outcome, reason,
-                                   self.clock())
-            self.store.commit(attempt.run, queue)  # a conflict is retried by the caller
+        with self.queues.changing(attempt.run) as pair:  # a conflict is retried by the caller
+            pair.conclude(attempt.number, outcome, reason, self.clock())
         self._ended(attempt.run, RunStatus.SUCCEEDED, outcome)
 
     def _fail(self, attempt: Attempt, code: str, why: str) -> None:
         log.info("run %s failed %s: %s", attempt.run.run_id, code, why)
         now = self.clock()
-        self._write_on_stored_run(attempt, lambda run, queue: run_lifecycle.fail(
-            run, queue, attempt.number, code, now))
+        self._write_on_stored_run(attempt, lambda pair: pair.fail(attempt.number, code, now))
         self._ended(attempt.run, RunStatus.FAILED, code)
 
     def _retry_or_fail(self, attempt: Attempt, code: str, why: str) -> None:
@@ -407,14 +396,13 @@ class DreamExecutor:
             return
         if (stored.attempt < stored.budget.max_model_calls
                 and self.clock() < attempt.deadline):
-            self._write_on_stored_run(attempt, lambda run, queue: run_lifecycle.requeue(
-                run, queue, attempt.number, code))
+            self._write_on_stored_run(attempt, lambda pair: pair.requeue(attempt.number, code))
             self._ended(attempt.run, RunStatus.QUEUED, code)
             return
         self._fail(attempt, code, why)
 
     def _write_on_stored_run(self, attempt: Attempt,
-                             change: Callable[[DreamRun, DreamQueue], None]) -> None:
+                             change: Callable[[QueuedRun], None]) -> None:
         """Apply ``change`` to the stored run and its queue, retrying when only the queue
         moved; stop quietly once a newer attempt owns the run."""
         def write() -> None:
@@ -422,9 +410,8 @@ class DreamExecutor:
             if run is None:
                 log.info("a newer attempt owns run %s; this one stops", attempt.run.run_id)
                 return
-            with self.queues.turn(run.scope_id) as queue:
-                change(run, queue)
-                self.store.commit(run, queue)
+            with self.queues.changing(run) as pair:
+                change(pair)
 
         try:
             retry_conflicts(write, RUN_WRITE_TRIES, RUN_WRITE_PAUSE_CAP_SECONDS)

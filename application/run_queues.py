@@ -2,11 +2,12 @@
 
 Every command that changes a run's place in its scope's queue writes the run and the queue
 together: an admission counts a new run, a worker's claim, renewal or finish moves one. So
-those commands go through one port. ``turn`` gives the block the scope's queue, current, and
-the block's own commit of the queue (with its run) is the only write to the queue meanwhile:
-writers of one scope take turns rather than race to a write conflict. ``admit`` hands a
-requested admission to the scope's turn, which may commit it together with the others
-waiting for it, each checked exactly as alone.
+those commands go through one port. ``changing`` gives the block a run paired with its
+scope's queue, current (``domain.run_lifecycle.QueuedRun``), and saves the pair when the block
+ends; ``turn`` gives a block that admits several runs at once the queue, and the block's own
+commit is the only write to the queue meanwhile: writers of one scope take turns rather than
+race to a write conflict. ``admit`` hands a requested admission to the scope's turn, which may
+commit it together with the others waiting for it, each checked exactly as alone.
 
 How the turns are taken (in this process, across the processes of a host), how the queue is
 kept between turns and how admissions are batched is the implementation's business
@@ -16,7 +17,7 @@ kept between turns and how admissions are batched is the implementation's busine
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -26,7 +27,9 @@ from eventsourcing.domain import Aggregate
 
 from application.store import EventStore
 from domain.dream_queue import DreamQueue
+from domain.dream_run import DreamRun
 from domain.policy import Caller
+from domain.run_lifecycle import QueuedRun
 
 
 @dataclass
@@ -57,6 +60,12 @@ class Admitting:
 
 class RunQueues(Protocol):
     """A scope's Dream queue, for the commands that write it with its runs."""
+
+    def changing(self, run: DreamRun, also: Sequence[Aggregate] = (),
+                 read: Iterable[Aggregate] = ()) -> AbstractContextManager[QueuedRun]:
+        """Wait for the run's scope's turn; the block changes the run and the current queue,
+        and they are saved when it ends, in one commit with ``also``, checked against
+        ``read`` (an exception in the block leaves nothing of its changes behind)."""
 
     def turn(self, scope_id: str) -> AbstractContextManager[DreamQueue]:
         """Wait for the scope's turn; the block gets the current queue and commits it (an

@@ -17,9 +17,9 @@ from adapters.store.projection_runtime import RunningProjection, start_projectio
 from adapters.workers.auto_scheduler import MAX_SETTLES, AutoScheduler
 from application.bootstrap import Dreaming
 from benchmarks.scale_procs import rss_mb
-from domain import run_lifecycle
 from domain.dream_run import RunOutcome
 from domain.policy import LOCAL
+from domain.run_lifecycle import QueuedRun
 from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS
 
@@ -184,11 +184,10 @@ def finish_open_windows(app: Dreaming, records: RunningProjection[Any]) -> int:
             run = app.runs.get_dream(LOCAL, scope_id, run_id)
             if run.terminal:
                 continue
-            queue, now = app.runs.queue_of(scope_id), app.clock()
-            if run_lifecycle.claim(run, queue, now, "bench", LEASE_SECONDS):
-                run_lifecycle.conclude(run, queue, run.attempt, RunOutcome.NO_CHANGE,
-                                       "nothing to change", now)
-                app.store.commit(run, queue)
+            pair, now = QueuedRun(run, app.runs.queue_of(scope_id)), app.clock()
+            if pair.claim(now, "bench", LEASE_SECONDS):
+                pair.conclude(run.attempt, RunOutcome.NO_CHANGE, "nothing to change", now)
+                app.store.commit(*pair.aggregates)
                 ended += 1
     return ended
 

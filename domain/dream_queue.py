@@ -114,12 +114,16 @@ class DreamQueue(Aggregate):
         """Single flight per scope and operation: one running run, unless its lease expired.
         ``run_id`` is an unfinished run of ``operation`` (its own state says so)."""
         operation = DreamOperation(operation)
-        holder = self.running.get(operation)
-        if holder is not None and holder.run_id != run_id and now < holder.lease_expires_at:
-            raise ScopeBusyError(f"run {holder.run_id} is already running {operation} here",
-                                 run_id=holder.run_id, operation=operation.value)
+        self.check_free(run_id, operation, now)
         self._run_started(run_id=run_id, operation=operation,
                           lease_expires_at=lease_expires_at)
+
+    def check_free(self, run_id: str, operation: str, now: datetime) -> None:
+        """``scope_busy`` while another run of ``operation`` holds a live lease."""
+        holder = self.running.get(DreamOperation(operation))
+        if holder is not None and holder.run_id != run_id and now < holder.lease_expires_at:
+            raise ScopeBusyError(f"run {holder.run_id} is already running {operation} here",
+                                 run_id=holder.run_id, operation=str(operation))
 
     @event(RunStarted)
     def _run_started(self, run_id: str, operation: str, lease_expires_at: datetime) -> None:

@@ -266,6 +266,11 @@ class DreamRun(Aggregate):
         return (self.status == RunStatus.RUNNING and self.lease_expires_at is not None
                 and now >= self.lease_expires_at)
 
+    def out_of_budget(self, now: datetime) -> bool:
+        """No attempt or time left: the next claim fails the run ``budget_exceeded``."""
+        out_of_time = self.deadline_at is not None and now >= self.deadline_at
+        return out_of_time or self.attempt >= self.budget.max_model_calls
+
     # -- attempts ----------------------------------------------------------------------------
 
     def start_attempt(self, now: datetime, model_config_id: str, lease_seconds: float) -> bool:
@@ -274,8 +279,7 @@ class DreamRun(Aggregate):
         if not self.claimable(now):
             raise AttemptConflictError(f"run {self.run_id} is held by attempt {self.attempt}",
                                        attempt=self.attempt, status=self.status.value)
-        out_of_time = self.deadline_at is not None and now >= self.deadline_at
-        if out_of_time or self.attempt >= self.budget.max_model_calls:
+        if self.out_of_budget(now):
             self._failed(attempt=self.attempt, error=BudgetExceededError.code, completed_at=now,
                          reason=failure_reason(BudgetExceededError.code))
             return False

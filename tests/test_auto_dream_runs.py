@@ -24,7 +24,6 @@ from adapters.store.projection_runtime import RunningProjection, start_projectio
 from adapters.store.view_batches import open_view, rebuild
 from application.auto_dreaming import Tick
 from application.bootstrap import Dreaming
-from domain import run_lifecycle
 from domain.auto_dream import GateName, Settlement
 from domain.budget import Budget
 from domain.dream_request import DreamRequest
@@ -32,6 +31,7 @@ from domain.dream_run import DreamRun, RunOutcome, RunStatus, RunTrigger
 from domain.errors import InvalidRequestError
 from domain.policy import LOCAL
 from domain.refs import SourceRef
+from domain.run_lifecycle import QueuedRun
 from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS
 from tests.conftest import LiveApi
@@ -66,15 +66,15 @@ def tick(app: Dreaming, log: RunningProjection[Any], scope: str = "s") -> Tick:
 def finish(app: Dreaming, run_id: str, outcome: RunOutcome | None, scope: str = "s") -> None:
     """End a run as a worker would (``None``: it fails)."""
     run: DreamRun = app.runs.get_dream(LOCAL, scope, run_id)
-    queue, now = app.runs.queue_of(scope), app.clock()
-    assert run_lifecycle.claim(run, queue, now, "test", 60)
+    pair, now = QueuedRun(run, app.runs.queue_of(scope)), app.clock()
+    assert pair.claim(now, "test", 60)
     if outcome is None:
-        run_lifecycle.fail(run, queue, run.attempt, "generation_failed", now)
+        pair.fail(run.attempt, "generation_failed", now)
     elif outcome == RunOutcome.PROPOSED:
-        run_lifecycle.propose(run, queue, run.attempt, "ok", f"cand_{run.run_id}", now)
+        pair.propose(run.attempt, "ok", f"cand_{run.run_id}", now)
     else:
-        run_lifecycle.conclude(run, queue, run.attempt, outcome, "done", now)
-    app.store.commit(run, queue)
+        pair.conclude(run.attempt, outcome, "done", now)
+    app.store.commit(*pair.aggregates)
 
 
 def test_a_window_runs_like_any_run_and_advances_the_cursor(
@@ -233,6 +233,26 @@ def test_a_source_no_run_can_hold_is_refused_and_nothing_is_stored(
     assert (refused.admitted, refused.refused) == ((), "evidence_limit_exceeded")
     assert app.store.max_position() == before
     assert app.auto.state_of("s").window is None
+
+
+def test_a_full_queue_closes_the_capacity_gate_in_the_scopes_turn_and_stores_nothing(
+        app: Dreaming, log: RunningProjection[Any]) -> None:
+    scope_with_memory(app, dream_max_pending_per_scope=1)
+    citation = app.records.add_entry(LOCAL, "s", "m", "e2", "lesson", "x").value.citation
+    app.runs.request_dream(LOCAL, "s", DreamRequest.create(
+        "refine_experience", "k1", memory_citations=[citation]))  # the one pending run
+    record_tasks(app, "t1", "t2", "t3")
+    log.catch_up()
+    before = app.store.max_position()
+    full = app.auto.check_and_run("s", log.view)
+    assert full.admitted == ()
+    assert full.refused is None
+    assert [(gate.name, gate.open) for gate in full.status.report.gates][-1] == (
+        GateName.CAPACITY, False)
+    assert app.store.max_position() == before
+    assert app.auto.state_of("s").window is None
+    # The status, which reads the queue outside any turn, agrees.
+    assert not app.auto.status(LOCAL, "s", log.view).due
 
 
 def test_two_processes_ticking_at_once_admit_one_window(

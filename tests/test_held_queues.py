@@ -13,10 +13,10 @@ from adapters.generators.factory import GeneratorRegistry
 from adapters.store.held_queues import HeldQueues
 from application.bootstrap import Dreaming
 from application.store import StoreUnavailableError
-from domain import run_lifecycle
 from domain.dream_queue import DreamQueue
 from domain.errors import CapacityExceededError
 from domain.policy import LOCAL
+from domain.run_lifecycle import QueuedRun
 from tests.dream_support import ScriptedModel
 from tests.test_hot_scope import request
 from tests.test_workers import seed_scope
@@ -72,12 +72,37 @@ def test_a_worker_finishing_a_run_is_seen_by_the_next_admission(app: Dreaming) -
     run = app.runs.request_dream(LOCAL, "s", request("first")).value.run
     with pytest.raises(CapacityExceededError):
         app.runs.request_dream(LOCAL, "s", request("second"))
-    queue = app.runs.queue_of("s")  # as a worker does, without the scope's turn
-    assert run_lifecycle.claim(run, queue, app.clock(), "model", lease_seconds=60)
-    run_lifecycle.fail(run, queue, run.attempt, "generator_failed", app.clock())
-    app.store.commit(run, queue)
+    pair = QueuedRun(run, app.runs.queue_of("s"))  # as a worker did, without the turn
+    assert pair.claim(app.clock(), "model", lease_seconds=60)
+    pair.fail(run.attempt, "generator_failed", app.clock())
+    app.store.commit(*pair.aggregates)
     app.runs.request_dream(LOCAL, "s", request("second"))  # the place is free again
     assert unfinished(app) == 1
+
+
+def test_a_run_and_its_queue_are_saved_together_when_the_block_ends_or_not_at_all(
+        app: Dreaming) -> None:
+    seed_scope(app, "s")
+    run = app.runs.request_dream(LOCAL, "s", request("k0")).value.run
+    before = app.store.max_position()
+
+    def stopped_in_the_block() -> None:
+        with app.queues.changing(run) as pair:
+            assert pair.claim(app.clock(), "model", lease_seconds=60)
+            raise RuntimeError("the worker stops before the block ends")
+
+    with pytest.raises(RuntimeError):
+        stopped_in_the_block()
+    assert app.store.max_position() == before
+    assert app.runs.queue_of("s").running == {}
+    stored = app.runs.existing_run("s", run.run_id)
+    assert stored is not None
+    assert stored.attempt == 0
+    with app.queues.changing(stored) as pair:
+        assert pair.claim(app.clock(), "model", lease_seconds=60)
+    assert app.store.max_position() == before + 2  # the run's event and the queue's
+    assert app.runs.existing_run("s", run.run_id).attempt == 1  # type: ignore[union-attr]
+    assert [lease.run_id for lease in app.runs.queue_of("s").running.values()] == [run.run_id]
 
 
 def test_a_failed_commit_leaves_nothing_held(app: Dreaming,

@@ -19,7 +19,7 @@ holder (:mod:`adapters.store.grouped_admissions`).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from threading import Lock
 
@@ -30,6 +30,8 @@ from adapters.store.turns import Turns
 from application.run_queues import Admitting
 from application.store import EventStore
 from domain.dream_queue import DreamQueue
+from domain.dream_run import DreamRun
+from domain.run_lifecycle import QueuedRun
 
 HELD_QUEUES = 4_096  # scopes whose queue a process keeps (a queue is a count and a few leases)
 
@@ -49,6 +51,14 @@ class HeldQueues:
 
     def admit(self, scope_id: str, admitting: Admitting) -> tuple[Aggregate, int | None]:
         return self.grouped.admit(scope_id, admitting)
+
+    @contextmanager
+    def changing(self, run: DreamRun, also: Sequence[Aggregate] = (),
+                 read: Iterable[Aggregate] = ()) -> Iterator[QueuedRun]:
+        """Wait for the run's scope's turn; the block changes the pair, saved on exit."""
+        with self.turn(run.scope_id) as queue:
+            yield QueuedRun(run, queue)
+            self.store.commit(run, *also, queue, read=read)
 
     @contextmanager
     def turn(self, scope_id: str) -> Iterator[DreamQueue]:
