@@ -32,6 +32,7 @@ from domain.auto_dream import (
     RUNS_PER_WINDOW,
     AutoDream,
     AutoSettings,
+    Gate,
     GateReport,
     PendingRecord,
     Settlement,
@@ -52,9 +53,11 @@ from domain.auto_dream import (
     window_sizes,
 )
 from domain.budget import Budget
+from domain.dream_queue import DreamQueue
 from domain.dream_request import DreamOperation, DreamRequest
 from domain.dream_run import DreamRun, RunOutcome, RunTrigger
 from domain.errors import DomainError, EvidenceLimitExceededError, WriteConflictError
+from domain.ids import dream_run_aggregate_id
 from domain.policy import Caller
 from domain.refs import MemoryCitation
 from domain.scope import Scope
@@ -106,6 +109,12 @@ class _Evaluation:
     plan: WindowPlan | None = None
     parts: tuple[WindowPart, ...] = ()
 
+    @property
+    def admissible(self) -> bool:
+        """A window to admit, every gate open so far (the capacity gate may be left to the
+        scope's turn)."""
+        return self.plan is not None and all(gate.open for gate in self.report.gates)
+
 
 class AutoDreaming:
     """The neutral per-scope trigger: status, check-and-run, settle.
@@ -145,8 +154,11 @@ class AutoDreaming:
         auto = self.state_of(scope_id)
         if auto.window is None:
             return Written(None, None)
-        runs = [self.runs.existing_run(scope_id, run_id) for run_id in auto.window.run_ids]
-        settings = AutoSettings.of(self.gate.load(scope_id).settings)
+        run_keys = {dream_run_aggregate_id(scope_id, run_id): DreamRun
+                    for run_id in auto.window.run_ids}
+        scope, found = self.gate.load_with(scope_id, run_keys)  # one round trip
+        runs: list[DreamRun | None] = [found[key] for key in run_keys]
+        settings = AutoSettings.of(scope.settings)
         outcome = settlement(settings, [_ending(run) for run in runs])
         now = self.clock()
         if outcome == Settlement.ADVANCE:
@@ -159,20 +171,27 @@ class AutoDreaming:
 
     def check_and_run(self, scope_id: str, log: RecordLog) -> Tick:
         """Settle the open window, then admit the next one if the scope is due."""
-        auto = self.state_of(scope_id)
+        scope, auto = self._scope_and_state(scope_id)
         if auto.window is not None:
             settled = self.settle(scope_id).value
             return self._admit_if_due(scope_id, log, settled)
-        try:  # nothing to settle (the scheduler's usual case): one load of the state
-            return self._admit_when_due(self.gate.load(scope_id), auto, log, None)
+        try:  # nothing to settle (the scheduler's usual case): one read of the state
+            return self._admit_when_due(scope, auto, log, None)
         except WriteConflictError:
             return self._admit_if_due(scope_id, log, None)  # lost a race: on fresh state
 
     @retry_on_write_conflict
     def _admit_if_due(self, scope_id: str, log: RecordLog,
                       settled: Settlement | None) -> Tick:
-        scope = self.gate.load(scope_id)
-        return self._admit_when_due(scope, self.state_of(scope.scope_id), log, settled)
+        scope, auto = self._scope_and_state(scope_id)
+        return self._admit_when_due(scope, auto, log, settled)
+
+    def _scope_and_state(self, scope_id: str) -> tuple[Scope, AutoDream]:
+        """The scope and its automatic-dreaming state, read together."""
+        key = AutoDream.create_id(scope_id)
+        scope, found = self.gate.load_with(scope_id, {key: AutoDream})
+        auto: AutoDream | None = found[key]
+        return scope, auto if auto is not None else AutoDream.start(scope_id)
 
     def _admit_when_due(self, scope: Scope, auto: AutoDream, log: RecordLog,
                         settled: Settlement | None) -> Tick:
@@ -183,10 +202,10 @@ class AutoDreaming:
             evaluation = self._evaluate(scope, auto, log, self.clock(), lazy=True,
                                         max_items=max_items)
             tick = Tick(self._status(auto, evaluation.report), settled, ())
-            if not evaluation.report.due or evaluation.plan is None:
+            if not evaluation.admissible:
                 return tick
             try:
-                run_ids = self._admit(scope, auto, evaluation.plan, evaluation.parts)
+                report, run_ids = self._admit(scope, auto, evaluation)
             except WriteConflictError:
                 raise  # lost a race: retried on fresh state, where the window is open
             except EvidenceLimitExceededError as too_large:  # smaller runs may fit
@@ -194,7 +213,7 @@ class AutoDreaming:
                 continue
             except DomainError as refused:  # evidence moved, capacity, capability: nothing stored
                 return replace(tick, refused=refused.code)
-            return replace(tick, status=self._status(auto, evaluation.report), admitted=run_ids)
+            return replace(tick, status=self._status(auto, report), admitted=run_ids)
         return tick  # even one Source per run is over the limits: refused, nothing stored
 
     # -- internals ---------------------------------------------------------------------------
@@ -221,11 +240,10 @@ class AutoDreaming:
         parts = self._parts(scope, plan, log, items)
         records = records_gate(settings, ready, len(parts))
         report = report.then(records)
-        if lazy and not records.open:
-            return _Evaluation(report)
-        free = max_pending(scope) - self.queues.load(scope.scope_id).unfinished
-        report = report.then(capacity_gate(free, max(1, len(parts))))
-        return _Evaluation(report, plan, parts)
+        if lazy:  # the scheduler: the capacity gate is checked in the scope's turn
+            return _Evaluation(report, plan if records.open else None, parts)
+        return _Evaluation(report.then(_capacity(scope, self.queues.load(scope.scope_id),
+                                                 parts)), plan, parts)
 
     @staticmethod
     def _parts(scope: Scope, plan: WindowPlan, log: RecordLog,
@@ -235,11 +253,17 @@ class AutoDreaming:
             anchors = log.current_entries(scope.scope_id, ANCHORS_PER_PART)
         return split_window(plan.records, anchors, max_items)
 
-    def _admit(self, scope: Scope, auto: AutoDream, plan: WindowPlan,
-               parts: Sequence[WindowPart]) -> tuple[str, ...]:
-        """Admit every part as a run and record the window, in one commit."""
+    def _admit(self, scope: Scope, auto: AutoDream, evaluation: _Evaluation
+               ) -> tuple[GateReport, tuple[str, ...]]:
+        """The capacity gate on the queue of the scope's turn, then, if it is open, every part
+        admitted as a run and the window recorded, in one commit; the gates and the runs."""
+        plan, parts = evaluation.plan, evaluation.parts
+        assert plan is not None
         key = auto.key_for(plan)
         with self.queues.turn(scope.scope_id) as queue:  # as requested admissions do
+            report = evaluation.report.then(_capacity(scope, queue, parts))
+            if not report.due:
+                return report, ()
             admitted: list[DreamRun] = []
             read: list[Aggregate] = []
             for index, part in enumerate(parts):
@@ -253,12 +277,17 @@ class AutoDreaming:
             run_ids = tuple(run.run_id for run in admitted)
             auto.open_window(plan, run_ids, self.clock())
             self.store.commit(*admitted, queue, auto, read=read)
-        return run_ids
+        return report, run_ids
 
     @staticmethod
     def _status(auto: AutoDream, report: GateReport) -> AutoStatus:
         return AutoStatus(auto.scope_id, auto.cursor, auto.window, auto.last_success_at,
                           auto.last_ended_at, auto.retry, report)
+
+
+def _capacity(scope: Scope, queue: DreamQueue, parts: Sequence[WindowPart]) -> Gate:
+    """The capacity gate: room in the scope's queue for a run per part of the window."""
+    return capacity_gate(max_pending(scope) - queue.unfinished, max(1, len(parts)))
 
 
 def _ending(run: DreamRun | None) -> tuple[bool, RunOutcome | None]:
