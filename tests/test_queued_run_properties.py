@@ -31,7 +31,7 @@ from domain.dream_run import DreamRun, RunOutcome, RunStatus
 from domain.errors import DomainError
 from domain.refs import ArtifactRef
 from domain.run_lifecycle import QueuedRun
-from tests.property_support import PURE, assert_queue_typed, replay
+from tests.property_support import PURE, assert_queue_typed, assert_refused, replay
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 LEASE_SECONDS = 60
@@ -72,18 +72,18 @@ class QueuedRunMachine(RuleBasedStateMachine):
     @rule(target=runs, operation=st.sampled_from(OPERATIONS))
     def admit(self, operation: DreamOperation) -> str:
         run_id = f"r{len(self.by_id)}"
-        request = DreamRequest.create(operation, run_id, artifacts=[ArtifactRef("experience", "e", 2)])
-        before = copy.deepcopy(self.queue)
-        unfinished = self.queue.unfinished
-        try:
-            pair = QueuedRun.admit(self.queue, run_id=run_id, requester="p", request=request,
+        request = DreamRequest.create(operation, run_id,
+                                      artifacts=[ArtifactRef("experience", "e", 2)])
+
+        def admit() -> QueuedRun:
+            return QueuedRun.admit(self.queue, run_id=run_id, requester="p", request=request,
                                    budget=Budget.of({"max_model_calls": 2}),
                                    prompt_version="v", now=self.now, max_pending=MAX_PENDING)
-        except DomainError as refused:
-            assert refused.code == "capacity_exceeded"
-            assert unfinished == MAX_PENDING
-            assert self.queue == before
+
+        if self.queue.unfinished == MAX_PENDING:
+            assert_refused(self.queue, "capacity_exceeded", admit)
             return run_id  # never admitted: every later rule on it is a no-op
+        pair = admit()
         self.by_id[run_id] = pair.run
         self.save(pair)
         return run_id
