@@ -1,7 +1,7 @@
 """Principals and tokens, and the gate every use case passes to reach a scope.
 
-The caller is an argument of every command and query (``domain.policy.Caller``); whether it
-may act is decided by the one ``AccessPolicy``.
+Who calls is an argument of every command and query (``application.credentials.Who``), proved
+by the command's first read; whether the caller may act is decided by the one ``AccessPolicy``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 from eventsourcing.utils import get_topic
 
-from application.credentials import Who, caller_from, proof_of, proved
+from application.credentials import Who, proved
 from application.ports import Clock
 from application.store import EventStore, Written
 from domain.access import Action, Resource
@@ -79,16 +79,23 @@ class ScopeGate:
                                        lambda: scope_not_found(scope_id), kind=Scope)
         return scope
 
-    def scope_for(self, caller: Caller, scope_id: str, action: Action,
+    def scope_for(self, who: Who, scope_id: str, action: Action,
                   resource: Resource | None = None) -> Scope:
-        """The scope, once the caller's current rights in it allow ``action``."""
-        scope = self.load(scope_id)
-        self.policy.check(caller, scope, action, resource)
-        return scope
+        """The scope, once ``who`` is authenticated and its current rights in the scope allow
+        ``action``."""
+        return self.enter(who, scope_id, action, resource)[1]
 
-    def may(self, caller: Caller, scope_id: str | None, action: Action) -> bool:
+    def enter(self, who: Who, scope_id: str, action: Action,
+              resource: Resource | None = None) -> tuple[Caller, Scope]:
+        """``who`` authenticated, and the scope once the caller may ``action`` in it (on
+        ``resource``), read in one round trip."""
+        acting = self.acting_in(who, scope_id, action, {}, resource)
+        return acting.caller, acting.scope
+
+    def may(self, who: Who, scope_id: str | None, action: Action) -> bool:
         """Whether the caller may ``action`` in the scope now (``None``: no scope named, so
         only where the policy does not ask which). An unknown scope permits nothing."""
+        caller = self.authenticate(who)
         if not self.policy.enforced or caller.admin:
             return True
         if scope_id is None:
@@ -100,21 +107,22 @@ class ScopeGate:
         return True
 
     def acting_in(self, who: Who, scope_id: str, action: Action,
-                  also: Mapping[UUID, type[Aggregate]]) -> Acting:
+                  also: Mapping[UUID, type[Aggregate]],
+                  resource: Resource | None = None) -> Acting:
         """``who`` authenticated, the scope once the caller may ``action`` in it, and other
         aggregates of the scope, all read in one round trip. Authentication comes first: a
         caller without valid credentials is told so, not whether the scope exists or what is
         wrong with its id."""
         scope_key = self.checked(who, lambda: scope_aggregate_id(check_scope_id(scope_id)))
-        proof = proof_of(who)
+        proof = who.proof()
         found = self.store.find_many({**also, **proof, scope_key: Scope})
-        caller = caller_from(who, found)
+        caller = who.caller(found)
         for key in proof:
             del found[key]
         scope: Scope | None = found.pop(scope_key)
         if scope is None:
             raise scope_not_found(scope_id)
-        self.policy.check(caller, scope, action)
+        self.policy.check(caller, scope, action, resource)
         return Acting(caller, scope, found)
 
     def authenticate(self, who: Who) -> Caller:
@@ -161,24 +169,24 @@ class Principals:
         self._admin: dict[str, bool] = {}
         self._named: dict[UUID, str] = {}
 
-    def register_principal(self, caller: Caller, name: str,
+    def register_principal(self, who: Who, name: str,
                            admin: bool = False) -> Written[Principal]:
-        self.policy.require_admin(caller)
+        caller = self.administrator(who)
         principal = Principal.register(name, admin)
         if self.store.exists(principal.id):
             raise PrincipalExistsError(f"principal {name!r} already exists", principal=name)
         return Written(principal, self.store.commit(principal, acted_by=caller))
 
-    def issue_token(self, caller: Caller, principal: str, label: str = "token",
+    def issue_token(self, who: Who, principal: str, label: str = "token",
                     expires_at: datetime | None = None) -> Written[str]:
         """A new bearer token for ``principal``; only its hash is stored."""
-        self.policy.require_admin(caller)
+        caller = self.administrator(who)
         self.get_principal(principal)
         written = self._issue(caller, principal, label,
                               token_expiry(self.clock(), expires_at=expires_at))
         return Written(written.value.secret, written.position)
 
-    def issue_token_for(self, caller: Caller, principal: str, label: str, *,
+    def issue_token_for(self, who: Who, principal: str, label: str, *,
                         admin: bool = False, expires_in_seconds: int | None = None,
                         expires_at: datetime | None = None) -> Written[IssuedToken]:
         """Issue a token, registering ``principal`` first when it is new (in one save).
@@ -186,7 +194,7 @@ class Principals:
         ``admin`` must match an existing principal: a token never silently carries more, or
         fewer, rights than the administrator asked for.
         """
-        self.policy.require_admin(caller)
+        caller = self.administrator(who)
         expiry = token_expiry(self.clock(), expires_in_seconds, expires_at)
         existing: Principal | None = self.store.find(Principal.create_id(principal), Principal)
         if existing is not None and existing.admin != admin:
@@ -203,13 +211,13 @@ class Principals:
         return Written(IssuedToken(secret, issued),
                        self.store.commit(*also, issued, acted_by=caller))
 
-    def list_tokens(self, caller: Caller, principal: str | None = None) -> list[AccessToken]:
+    def list_tokens(self, who: Who, principal: str | None = None) -> list[AccessToken]:
         """Every token ever issued (revoked and expired ones included), oldest first.
 
         Tokens are found by their ``Issued`` events, so tokens issued before this listing
         existed appear too; each is then loaded for its current state.
         """
-        self.policy.require_admin(caller)
+        self.administrator(who)
         if principal is not None:  # a name that could be registered, as registration checks
             check_identifier("principal", principal, PRINCIPAL_MAX)
         store = self.store
@@ -226,27 +234,34 @@ class Principals:
                 return tokens
             start = page[-1].id + 1
 
-    def get_token(self, caller: Caller, token_id: str) -> AccessToken:
-        self.policy.require_admin(caller)
+    def get_token(self, who: Who, token_id: str) -> AccessToken:
+        self.administrator(who)
         found = self.store.find(token_aggregate_id(token_id))
         if not isinstance(found, AccessToken):  # absent, or the id of another aggregate
             raise TokenNotFoundError("no such token", token_id=token_id)
         return found
 
-    def revoke_token_by_id(self, caller: Caller, token_id: str,
+    def revoke_token_by_id(self, who: Who, token_id: str,
                            reason: str = "revoked") -> Written[AccessToken]:
         """Revoke by the public token id; every process refuses it from its next request on
         (authentication reads the token per request). Revoking again changes nothing."""
+        caller = self.administrator(who)
         issued = self.get_token(caller, token_id)
         changed = issued.revoke(reason)
         return Written(issued, self.store.commit(issued, acted_by=caller) if changed else None)
 
-    def revoke_token(self, caller: Caller, token: str,
+    def revoke_token(self, who: Who, token: str,
                      reason: str = "revoked") -> Written[None]:
-        self.policy.require_admin(caller)
+        caller = self.administrator(who)
         issued = self._token(token)
         issued.revoke(reason)
         return Written(None, self.store.commit(issued, acted_by=caller))
+
+    def administrator(self, who: Who) -> Caller:
+        """``who`` authenticated, once a deployment administrator."""
+        caller = proved(who, self.store.find_many)
+        self.policy.require_admin(caller)
+        return caller
 
     def get_principal(self, name: str) -> Principal:
         principal: Principal = self.store.load(

@@ -19,6 +19,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, AggregateEvent
 
 from application.access import ScopeGate
+from application.credentials import Who
 from application.dream_runs import DreamRuns
 from application.records import Records
 from application.review import REVIEW_PROVENANCE, Reviews
@@ -38,7 +39,6 @@ from domain.ids import (
     scope_aggregate_id,
     source_aggregate_id,
 )
-from domain.policy import Caller
 from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef, check_family
 from domain.source import Source
 
@@ -132,17 +132,17 @@ class Audit:
 
     # -- history and time travel ---------------------------------------------------------------
 
-    def audit_history(self, caller: Caller, scope_id: str, kind: str, key: str) -> list[AuditEvent]:
-        aggregate_id = self._audited(caller, scope_id, kind, key)
+    def audit_history(self, who: Who, scope_id: str, kind: str, key: str) -> list[AuditEvent]:
+        aggregate_id = self._audited(who, scope_id, kind, key)
         events = self.store.history(aggregate_id)
         if not events:
             raise self._not_found(kind, key)
         return [AuditEvent.of(domain_event) for domain_event in events]
 
-    def audit_state(self, caller: Caller, scope_id: str, kind: str, key: str,
+    def audit_state(self, who: Who, scope_id: str, kind: str, key: str,
                     version: int) -> AuditedState:
         """The aggregate as it was right after its event number ``version``."""
-        aggregate_id = self._audited(caller, scope_id, kind, key)
+        aggregate_id = self._audited(who, scope_id, kind, key)
         current = self.store.find(aggregate_id)
         if current is None:
             raise self._not_found(kind, key)
@@ -153,14 +153,14 @@ class Audit:
         aggregate: Aggregate = self.store.repository.get(aggregate_id, version=version)
         return AuditedState(kind, key, version, current.version, state_of(aggregate))
 
-    def _audited(self, caller: Caller, scope_id: str, kind: str, key: str) -> UUID:
+    def _audited(self, who: Who, scope_id: str, kind: str, key: str) -> UUID:
         """The aggregate's id, once the caller may read it like the aggregate itself."""
         parse = _KEYS.get(kind)
         if parse is None:
             raise InvalidRequestError(f"aggregate must be one of {', '.join(AUDITABLE)}",
                                       field="aggregate", value=kind)
         aggregate_id, action, resource = parse(scope_id, key)
-        self.gate.scope_for(caller, scope_id, action, resource)
+        self.gate.scope_for(who, scope_id, action, resource)
         return aggregate_id
 
     @staticmethod
@@ -169,10 +169,10 @@ class Audit:
 
     # -- trace ---------------------------------------------------------------------------------
 
-    def trace(self, caller: Caller, scope_id: str, ref: ArtifactRef) -> dict[str, Any]:
+    def trace(self, who: Who, scope_id: str, ref: ArtifactRef) -> dict[str, Any]:
         """revision -> Candidate version (approval) -> Dream run -> frozen manifest -> exact
         Memory entry versions and Sources, each with its content hash and its status now."""
-        revision = self.records.read_revision(caller, scope_id, ref)
+        revision = self.records.read_revision(who, scope_id, ref)
         trace: dict[str, Any] = {
             "revision": {"ref": ref.to_dict(), "content": revision.content,
                          "lineage": revision.lineage.to_dict(),
@@ -188,7 +188,7 @@ class Audit:
         trace["candidate"] = self._candidate_trace(candidate,
                                                    revision.provenance["candidate_version"])
         if candidate.run_id is not None:
-            run = self.runs.get_dream(caller, scope_id, candidate.run_id)
+            run = self.runs.get_dream(who, scope_id, candidate.run_id)
             trace["run"] = {
                 "run_id": run.run_id, "operation": run.operation, "requester": run.requester,
                 "model_config_id": run.model_config_id, "prompt_version": run.prompt_version,

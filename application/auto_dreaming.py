@@ -20,6 +20,7 @@ from typing import Protocol
 from eventsourcing.domain import Aggregate
 
 from application.access import ScopeGate
+from application.credentials import Who
 from application.dream_runs import AUTOMATIC, DreamRuns, max_pending
 from application.ports import Clock
 from application.retry import retry_on_write_conflict
@@ -58,7 +59,6 @@ from domain.dream_request import DreamOperation, DreamRequest
 from domain.dream_run import DreamRun, RunOutcome, RunTrigger
 from domain.errors import DomainError, EvidenceLimitExceededError, WriteConflictError
 from domain.ids import dream_run_aggregate_id
-from domain.policy import Caller
 from domain.refs import MemoryCitation
 from domain.scope import Scope
 
@@ -136,9 +136,9 @@ class AutoDreaming:
 
     # -- queries -----------------------------------------------------------------------------
 
-    def status(self, caller: Caller, scope_id: str, log: RecordLog) -> AutoStatus:
+    def status(self, who: Who, scope_id: str, log: RecordLog) -> AutoStatus:
         """Every gate, evaluated now, with its value and the reason the scope is or is not due."""
-        return self.status_of(self.gate.scope_for(caller, scope_id, Action.READ), log)
+        return self.status_of(self.gate.scope_for(who, scope_id, Action.READ), log)
 
     def status_of(self, scope: Scope, log: RecordLog) -> AutoStatus:
         """:meth:`status` of a scope the caller has already been allowed to read."""

@@ -1,6 +1,9 @@
-"""Who a command acts for: a ``Caller`` authenticated already, or ``Credentials`` proved by an
-aggregate that the command's first read fetches along with the scope, so that authenticating
-costs no round trip to the store of its own.
+"""Who a command acts for: the one type every use case takes.
+
+A ``Who`` is proved by the aggregates it names (``proof``), which the command's first read
+fetches along with the scope, so that authenticating costs no round trip of its own. A
+``domain.policy.Caller`` is a ``Who`` proved already (it names nothing to read); a bearer
+token's credentials (``application.access.TokenCredentials``) name the token.
 
 The proof is read fresh with every command (a revoked or expired token is refused at once), and
 is checked before anything else the read found is looked at: a caller without valid
@@ -10,7 +13,7 @@ credentials learns nothing of the scope.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -18,13 +21,13 @@ from eventsourcing.domain import Aggregate
 from domain.policy import Caller
 
 
-class Credentials(Protocol):
-    """Credentials a command proves with its first read."""
+class Who(Protocol):
+    """Who a command acts for, to be proved by the command's first read."""
 
     @property
     def principal(self) -> str | None:
-        """The principal they name, when this process knows it before reading (a command
-        whose keys derive from the principal then reads them in the same round trip)."""
+        """The principal named, when this process knows it before reading (a command whose
+        keys derive from the principal then reads them in the same round trip)."""
 
     def proof(self) -> Mapping[UUID, type[Aggregate]]:
         """The aggregates to read with the command's first read."""
@@ -33,23 +36,11 @@ class Credentials(Protocol):
         """The caller, from what that read found (``UnauthorizedError`` if they do not hold)."""
 
 
-Who: TypeAlias = "Caller | Credentials"
+Read = Callable[[Mapping[UUID, type[Aggregate]]], Mapping[UUID, Any]]
 
 
-def proof_of(who: Who) -> Mapping[UUID, type[Aggregate]]:
-    return {} if isinstance(who, Caller) else who.proof()
-
-
-def caller_from(who: Who, found: Mapping[UUID, Any]) -> Caller:
-    return who if isinstance(who, Caller) else who.caller(found)
-
-
-def proved(who: Who, read: Callable[[Mapping[UUID, type[Aggregate]]], Mapping[UUID, Any]],
-           ) -> Caller:
+def proved(who: Who, read: Read) -> Caller:
     """``who`` authenticated on its own: ``read`` (the store's ``find_many``) fetches its proof,
     if it has one."""
-    return caller_from(who, read(proof_of(who)))
-
-
-def principal_of(who: Who) -> str | None:
-    return who.name if isinstance(who, Caller) else who.principal
+    proof = who.proof()
+    return who.caller(read(proof) if proof else {})

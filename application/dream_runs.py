@@ -15,7 +15,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from application.access import ScopeGate
-from application.credentials import Who, principal_of
+from application.credentials import Who
 from application.evidence_reader import StoreEvidenceReader, addresses
 from application.ports import Clock, TraceContext, no_trace_context
 from application.retry import retry_on_write_conflict
@@ -90,7 +90,7 @@ class DreamRuns:
         # One round trip authenticates and reads the scope, the run this key names, and the
         # direct evidence; the run's id derives from the principal, so a token this process
         # has not read before is read on its own first.
-        principal = principal_of(who)
+        principal = who.principal
         if principal is None:
             who = self.gate.authenticate(who)
             principal = who.name

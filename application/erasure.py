@@ -17,6 +17,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from application.access import ScopeGate
+from application.credentials import Who
 from application.records import Records
 from application.retry import retry_on_write_conflict
 from application.store import Written
@@ -36,7 +37,6 @@ from domain.errors import (
     RecordNotSealedError,
     SubjectNotFoundError,
 )
-from domain.policy import Caller
 from domain.refs import ArtifactFamily, SourceRef
 from domain.source import Source
 
@@ -105,9 +105,10 @@ class Erasures:
         self.records = records
 
     @retry_on_write_conflict
-    def erase(self, caller: Caller, scope_id: str, target: ErasureTarget, reason: str,
+    def erase(self, who: Who, scope_id: str, target: ErasureTarget, reason: str,
               derived_from: DerivedSearch) -> Written[Erased]:
         """Erase the target's records (deployment administrators only)."""
+        caller = self.gate.authenticate(who)
         self.policy.require_admin(caller)
         reason = check_reason(reason)
         scope = self.gate.load(scope_id)
@@ -135,13 +136,13 @@ class Erasures:
         keyring.forget(plan.keys)
         return Written(Erased(erasure, self.store.scrub()), position)
 
-    def check_may_list(self, caller: Caller, scope_id: str) -> None:
+    def check_may_list(self, who: Who, scope_id: str) -> None:
         """Erasures are a deployment administrator's to make and to read."""
-        self.policy.require_admin(caller)
+        self.policy.require_admin(self.gate.authenticate(who))
         self.gate.load(scope_id)
 
-    def get(self, caller: Caller, scope_id: str, erasure_id: str) -> Erasure:
-        self.check_may_list(caller, scope_id)
+    def get(self, who: Who, scope_id: str, erasure_id: str) -> Erasure:
+        self.check_may_list(who, scope_id)
         erasure: Erasure = self.store.load(
             Erasure.create_id(erasure_id),
             lambda: ErasureNotFoundError(f"erasure {erasure_id!r} does not exist",

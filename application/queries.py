@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from application.access import ScopeGate
+from application.credentials import Who
 from domain.access import Action, Resource
-from domain.policy import Caller
 
 # The largest page a read model answers (``projections.paging`` enforces it on every view).
 MAX_PAGE = 100
@@ -93,11 +93,11 @@ class ReadModelQueries:
         self.gate = gate
         self.policy = gate.policy
 
-    def search_knowledge(self, caller: Caller, scope_id: str,
+    def search_knowledge(self, who: Who, scope_id: str,
                          view: Callable[[], KnowledgeSearch[K]], text: str | None,
                          family: str | None, limit: int) -> list[K]:
         """Approved Experiences and Skills the caller may read, most relevant first."""
-        scope = self.gate.scope_for(caller, scope_id, Action.READ)
+        caller, scope = self.gate.enter(who, scope_id, Action.READ)
         knowledge = view()
         items = knowledge.search(scope_id, text, family=family, limit=limit)
         readable = self.policy.readable(caller, scope, _artifacts(items))
@@ -108,11 +108,12 @@ class ReadModelQueries:
         return [item for item in items
                 if Resource.artifact(item.family, item.artifact_id) in readable][:limit]
 
-    def list_scopes(self, caller: Caller, view: Callable[[], ScopeCatalogue[S]],
+    def list_scopes(self, who: Who, view: Callable[[], ScopeCatalogue[S]],
                     cursor: str | None, limit: int) -> ScopeListing[S]:
         """The scopes the caller may read, in scope id order: all of them for an
         administrator (or where access is not enforced), else those where a role lets the
         caller read."""
+        caller = self.gate.authenticate(who)
         catalogue = view()
         holders_of = (None if not self.policy.enforced or caller.admin
                       else (caller.name, self.policy.roles_permitting(Action.READ)))
@@ -121,16 +122,16 @@ class ReadModelQueries:
         roles = catalogue.roles_in(caller.name, [scope.scope_id for scope in scopes])
         return ScopeListing(scopes, roles, next_cursor)
 
-    def event_feed(self, caller: Caller, scope_id: str, view: Callable[[], EventFeed[F]],
+    def event_feed(self, who: Who, scope_id: str, view: Callable[[], EventFeed[F]],
                    after: int, limit: int) -> list[F]:
         """The scope's events after ``after`` (public fields only), for a reader of the scope."""
-        self.gate.scope_for(caller, scope_id, Action.READ)
+        self.gate.scope_for(who, scope_id, Action.READ)
         return list(view().events_after(scope_id, after, limit))
 
-    def impact(self, caller: Caller, scope_id: str, view: Callable[[], ImpactSearch[D]],
+    def impact(self, who: Who, scope_id: str, view: Callable[[], ImpactSearch[D]],
                guard: Guard, kind: str, key: str, max_depth: int) -> Impact[D]:
         """Everything depending on one node that the caller may read, and how many are not."""
-        scope = self.gate.scope_for(caller, scope_id, Action.READ, guard(kind, key))
+        caller, scope = self.gate.enter(who, scope_id, Action.READ, guard(kind, key))
         found = view().impact(scope_id, kind, key, max_depth=max_depth)
         guards = {(d.kind, d.key): guard(d.kind, d.key) for d in found}
         readable = self.policy.readable(

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from eventsourcing.domain import Aggregate
 
 from application.access import ScopeGate
+from application.credentials import Who
 from application.ports import Clock
 from application.retry import retry_on_write_conflict
 from application.store import Written
@@ -75,56 +76,57 @@ class Records:
 
     # -- scopes ------------------------------------------------------------------------------
 
-    def create_scope(self, caller: Caller, scope_id: str, settings: Mapping[str, Any] | None = None
+    def create_scope(self, who: Who, scope_id: str, settings: Mapping[str, Any] | None = None
                      ) -> Written[Scope]:
+        caller = self.gate.authenticate(who)
         self.policy.require_admin(caller)
         if self.store.exists(scope_aggregate_id(check_scope_id(scope_id))):
             raise ScopeExistsError(f"scope {scope_id!r} already exists", scope_id=scope_id)
         scope = Scope.create(scope_id, settings)
         return Written(scope, self.store.commit(scope, acted_by=caller))
 
-    def get_scope(self, caller: Caller, scope_id: str) -> Scope:
-        return self.gate.scope_for(caller, scope_id, Action.READ)
+    def get_scope(self, who: Who, scope_id: str) -> Scope:
+        return self.gate.scope_for(who, scope_id, Action.READ)
 
     @retry_on_write_conflict
-    def change_scope_settings(self, caller: Caller, scope_id: str,
+    def change_scope_settings(self, who: Who, scope_id: str,
                               changes: Mapping[str, Any]) -> Written[Scope]:
-        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        caller, scope = self.gate.enter(who, scope_id, Action.ADMINISTER)
         scope.change_settings(changes)
         return Written(scope, self.store.commit(scope, acted_by=caller))
 
     @retry_on_write_conflict
-    def grant_role(self, caller: Caller, scope_id: str, principal: str,
+    def grant_role(self, who: Who, scope_id: str, principal: str,
                    role: str) -> Written[Scope]:
-        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        caller, scope = self.gate.enter(who, scope_id, Action.ADMINISTER)
         scope.grant_role(principal, role)
         self.gate.check_principal_known(principal)  # after the rules: nothing is saved until commit
         return Written(scope, self.store.commit(scope, acted_by=caller))
 
     @retry_on_write_conflict
-    def revoke_role(self, caller: Caller, scope_id: str, principal: str,
+    def revoke_role(self, who: Who, scope_id: str, principal: str,
                     role: str) -> Written[Scope]:
-        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        caller, scope = self.gate.enter(who, scope_id, Action.ADMINISTER)
         scope.revoke_role(principal, role)
         self.gate.check_principal_known(principal)
         return Written(scope, self.store.commit(scope, acted_by=caller))
 
-    def administered_scope(self, caller: Caller, scope_id: str) -> Scope:
+    def administered_scope(self, who: Who, scope_id: str) -> Scope:
         """The scope with its roles and grants, for its administrators."""
-        return self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        return self.gate.scope_for(who, scope_id, Action.ADMINISTER)
 
     @retry_on_write_conflict
-    def grant_read(self, caller: Caller, scope_id: str, principal: str,
+    def grant_read(self, who: Who, scope_id: str, principal: str,
                    resource: Resource) -> Written[Scope]:
-        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        caller, scope = self.gate.enter(who, scope_id, Action.ADMINISTER)
         scope.grant_read(principal, resource.checked())
         self.gate.check_principal_known(principal)
         return Written(scope, self.store.commit(scope, acted_by=caller))
 
     @retry_on_write_conflict
-    def revoke_read(self, caller: Caller, scope_id: str, principal: str,
+    def revoke_read(self, who: Who, scope_id: str, principal: str,
                     resource: Resource) -> Written[Scope]:
-        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        caller, scope = self.gate.enter(who, scope_id, Action.ADMINISTER)
         scope.revoke_read(principal, resource.checked())
         self.gate.check_principal_known(principal)
         return Written(scope, self.store.commit(scope, acted_by=caller))
@@ -132,7 +134,7 @@ class Records:
     # -- sources -----------------------------------------------------------------------------
 
     @retry_on_write_conflict
-    def record_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str, *,
+    def record_source(self, who: Who, scope_id: str, source_type: str, source_id: str, *,
                       text: str | None = None, payload: Mapping[str, Any] | None = None,
                       eligibility: str = Eligibility.ELIGIBLE, attempt_id: str | None = None,
                       occurred_at: datetime | None = None,
@@ -141,14 +143,16 @@ class Records:
         A sub-agent's Source is recorded like any other but never counted by automatic
         dreaming. ``subject`` names the data subject it is about, so that erasing the
         subject erases it (domain.erasure)."""
-        scope = self.gate.scope_for(caller, scope_id, Action.CONTRIBUTE)
+        # One round trip authenticates, reads the scope and the Source as recorded, if it is.
+        key = source_aggregate_id(scope_id, source_type, source_id)
+        acting = self.gate.acting_in(who, scope_id, Action.CONTRIBUTE, {key: Source})
+        caller, scope, existing = acting.caller, acting.scope, acting.found[key]
         source = Source.record(scope.scope_id, source_type, source_id, text=text,
                                payload=payload, eligibility=eligibility, attempt_id=attempt_id,
                                occurred_at=occurred_at, sub_agent=sub_agent)
         if subject is not None:
             self._tag(KeyRecord.of(source.id), scope.scope_id, subject)
-        if self.store.exists(source.id):
-            existing = self._source(scope_id, source_type, source_id)
+        if existing is not None:
             existing.check_not_erased()
             if existing.content_hash != source.content_hash or existing.withdrawn:
                 raise SourceConflictError(
@@ -159,24 +163,24 @@ class Records:
         return Written(source, self.store.commit(source, acted_by=caller))
 
     @retry_on_write_conflict
-    def amend_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str, *,
+    def amend_source(self, who: Who, scope_id: str, source_type: str, source_id: str, *,
                      text: str | None = None, payload: Mapping[str, Any] | None = None,
                      occurred_at: datetime | None = None) -> Written[Source]:
-        self.gate.scope_for(caller, scope_id, Action.CONTRIBUTE)
+        caller, _ = self.gate.enter(who, scope_id, Action.CONTRIBUTE)
         source = self._source(scope_id, source_type, source_id)
         source.amend(text, payload, occurred_at)
         return Written(source, self.store.commit(source, acted_by=caller))
 
     @retry_on_write_conflict
-    def withdraw_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str,
+    def withdraw_source(self, who: Who, scope_id: str, source_type: str, source_id: str,
                         reason: str) -> Written[Source]:
-        self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        caller, _ = self.gate.enter(who, scope_id, Action.ADMINISTER)
         source = self._source(scope_id, source_type, source_id)
         source.withdraw(reason)
         return Written(source, self.store.commit(source, acted_by=caller))
 
-    def get_source(self, caller: Caller, scope_id: str, source_type: str, source_id: str) -> Source:
-        self.gate.scope_for(caller, scope_id, Action.READ, Resource.source(source_type, source_id))
+    def get_source(self, who: Who, scope_id: str, source_type: str, source_id: str) -> Source:
+        self.gate.scope_for(who, scope_id, Action.READ, Resource.source(source_type, source_id))
         return self._source(scope_id, source_type, source_id)
 
     def _source(self, scope_id: str, source_type: str, source_id: str) -> Source:
@@ -192,11 +196,11 @@ class Records:
     # -- artifacts ---------------------------------------------------------------------------
 
     @retry_on_write_conflict
-    def create_artifact(self, caller: Caller, scope_id: str, family: str, artifact_id: str,
+    def create_artifact(self, who: Who, scope_id: str, family: str, artifact_id: str,
                         content: Mapping[str, Any], principal: str,
                         lineage: Lineage | None = None) -> Written[Artifact]:
         """Basic management create; records a ``lineage_only`` Source describing the write."""
-        scope = self.gate.scope_for(caller, scope_id, Action.CONTRIBUTE)
+        caller, scope = self.gate.enter(who, scope_id, Action.CONTRIBUTE)
         ArtifactRef(check_family(family), artifact_id, 1).checked()  # before a Source quotes it
         if self.store.exists(artifact_aggregate_id(scope.scope_id, family, artifact_id)):
             raise ArtifactExistsError(f"{family}/{artifact_id} already exists",
@@ -212,11 +216,11 @@ class Records:
         return Written(artifact, self.store.commit(write, artifact, read=read, acted_by=caller))
 
     @retry_on_write_conflict
-    def replace_artifact(self, caller: Caller, scope_id: str, family: str, artifact_id: str,
+    def replace_artifact(self, who: Who, scope_id: str, family: str, artifact_id: str,
                          content: Mapping[str, Any], principal: str, expected_revision: int,
                          lineage: Lineage | None = None) -> Written[Artifact]:
         """Basic management replace: a new revision, checked against the expected head."""
-        artifact = self._writable(caller, scope_id, family, artifact_id)
+        caller, artifact = self._writable(who, scope_id, family, artifact_id)
         artifact.check_expected_revision(expected_revision)
         content = validate_content(artifact.family, content)
         lineage = lineage or Lineage()
@@ -227,15 +231,15 @@ class Records:
                         {"kind": "management", "principal": principal}, expected_revision)
         return Written(artifact, self.store.commit(write, artifact, read=read, acted_by=caller))
 
-    def create_memory(self, caller: Caller, scope_id: str, memory_id: str, principal: str,
+    def create_memory(self, who: Who, scope_id: str, memory_id: str, principal: str,
                       title: str | None = None) -> Written[Artifact]:
         content = {} if title is None else {"title": title}
-        return self.create_artifact(caller, scope_id, ArtifactFamily.MEMORY, memory_id, content,
+        return self.create_artifact(who, scope_id, ArtifactFamily.MEMORY, memory_id, content,
                                     principal)
 
-    def get_artifact(self, caller: Caller, scope_id: str, family: str,
+    def get_artifact(self, who: Who, scope_id: str, family: str,
                      artifact_id: str) -> Artifact:
-        self.gate.scope_for(caller, scope_id, Action.READ, Resource.artifact(family, artifact_id))
+        self.gate.scope_for(who, scope_id, Action.READ, Resource.artifact(family, artifact_id))
         return self._artifact(scope_id, family, artifact_id)
 
     def _tag(self, record: KeyRecord, scope_id: str, subject: str) -> None:
@@ -251,21 +255,21 @@ class Records:
             f"{family}/{artifact_id} does not exist", family=family, artifact_id=artifact_id))
         return artifact
 
-    def read_revision(self, caller: Caller, scope_id: str, ref: ArtifactRef) -> ArtifactRevision:
-        artifact = self.get_artifact(caller, scope_id, ref.family, ref.artifact_id)
+    def read_revision(self, who: Who, scope_id: str, ref: ArtifactRef) -> ArtifactRevision:
+        artifact = self.get_artifact(who, scope_id, ref.family, ref.artifact_id)
         return artifact.revision(ref.revision)
 
     # -- memory entries ----------------------------------------------------------------------
 
     @retry_on_write_conflict
-    def add_entry(self, caller: Caller, scope_id: str, memory_id: str, entry_id: str,
+    def add_entry(self, who: Who, scope_id: str, memory_id: str, entry_id: str,
                   kind: str, text: str, sources: Sequence[SourceRef] = (),
                   artifacts: Sequence[ArtifactRef] = (),
                   expected_revision: int | None = None,
                   subject: str | None = None) -> Written[EntryWritten]:
         """Add an entry; ``subject`` names the data subject its text is about (every version
         of the entry is erased with the subject)."""
-        memory = self._contributing_to(caller, scope_id, memory_id)
+        caller, memory = self._contributing_to(who, scope_id, memory_id)
         read = self._check_lineage(caller, memory.scope_id,
                                    Lineage(tuple(sources), tuple(artifacts)))
         entry = memory.add_entry(entry_id, kind, text, sources, artifacts, expected_revision)
@@ -275,11 +279,11 @@ class Records:
                        self.store.commit(memory, read=read, acted_by=caller))
 
     @retry_on_write_conflict
-    def revise_entry(self, caller: Caller, scope_id: str, memory_id: str, entry_id: str,
+    def revise_entry(self, who: Who, scope_id: str, memory_id: str, entry_id: str,
                      kind: str, text: str, sources: Sequence[SourceRef] = (),
                      artifacts: Sequence[ArtifactRef] = (), expected_revision: int | None = None,
                      expected_entry_version_id: str | None = None) -> Written[EntryWritten]:
-        memory = self._contributing_to(caller, scope_id, memory_id)
+        caller, memory = self._contributing_to(who, scope_id, memory_id)
         read = self._check_lineage(caller, memory.scope_id,
                                    Lineage(tuple(sources), tuple(artifacts)))
         entry = memory.revise_entry(entry_id, kind, text, sources, artifacts, expected_revision,
@@ -288,26 +292,26 @@ class Records:
                        self.store.commit(memory, read=read, acted_by=caller))
 
     @retry_on_write_conflict
-    def deactivate_entry(self, caller: Caller, scope_id: str, memory_id: str, entry_id: str,
+    def deactivate_entry(self, who: Who, scope_id: str, memory_id: str, entry_id: str,
                          reason: str = "deactivated", expected_revision: int | None = None,
                          ) -> Written[EntryWritten]:
-        memory = self._contributing_to(caller, scope_id, memory_id)
+        caller, memory = self._contributing_to(who, scope_id, memory_id)
         memory.deactivate_entry(entry_id, reason, expected_revision)
         return Written(EntryWritten(memory.head_ref, memory.current_entry(entry_id)),
                        self.store.commit(memory, acted_by=caller))
 
     @retry_on_write_conflict
-    def reactivate_entry(self, caller: Caller, scope_id: str, memory_id: str, entry_id: str,
+    def reactivate_entry(self, who: Who, scope_id: str, memory_id: str, entry_id: str,
                          expected_revision: int | None = None) -> Written[EntryWritten]:
-        memory = self._contributing_to(caller, scope_id, memory_id)
+        caller, memory = self._contributing_to(who, scope_id, memory_id)
         memory.reactivate_entry(entry_id, expected_revision)
         return Written(EntryWritten(memory.head_ref, memory.current_entry(entry_id)),
                        self.store.commit(memory, acted_by=caller))
 
-    def read_entry_version(self, caller: Caller, scope_id: str,
+    def read_entry_version(self, who: Who, scope_id: str,
                            citation: MemoryCitation) -> EntryVersion:
         """The exact entry version a citation names, as listed in the cited revision."""
-        memory = self.get_artifact(caller, scope_id, ArtifactFamily.MEMORY,
+        memory = self.get_artifact(who, scope_id, ArtifactFamily.MEMORY,
                                    citation.memory_ref.artifact_id)
         return self._cited_version(memory, citation)
 
@@ -325,14 +329,17 @@ class Records:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _contributing_to(self, caller: Caller, scope_id: str, memory_id: str) -> Artifact:
-        return self._writable(caller, scope_id, ArtifactFamily.MEMORY, memory_id)
+    def _contributing_to(self, who: Who, scope_id: str, memory_id: str
+                         ) -> tuple[Caller, Artifact]:
+        return self._writable(who, scope_id, ArtifactFamily.MEMORY, memory_id)
 
-    def _writable(self, caller: Caller, scope_id: str, family: str, artifact_id: str) -> Artifact:
-        """Writing needs contribute, and read of the artifact: a write answers with its state."""
-        scope = self.gate.scope_for(caller, scope_id, Action.CONTRIBUTE)
+    def _writable(self, who: Who, scope_id: str, family: str, artifact_id: str
+                  ) -> tuple[Caller, Artifact]:
+        """Who writes, and the artifact: writing needs contribute, and read of the artifact
+        (a write answers with its state)."""
+        caller, scope = self.gate.enter(who, scope_id, Action.CONTRIBUTE)
         self.policy.check(caller, scope, Action.READ, Resource.artifact(family, artifact_id))
-        return self._artifact(scope_id, family, artifact_id)
+        return caller, self._artifact(scope_id, family, artifact_id)
 
     def _check_lineage(self, caller: Caller, scope_id: str, lineage: Lineage) -> list[Aggregate]:
         """Load every referenced aggregate, proving each exact reference exists and is usable."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from application.access import ScopeGate
+from application.credentials import Who
 from application.evidence_reader import StoreEvidenceReader
 from application.records import Records
 from application.retry import retry_on_write_conflict
@@ -103,10 +104,11 @@ class Reviews:
     # -- commands ------------------------------------------------------------------------------
 
     @retry_on_write_conflict
-    def propose_candidate(self, caller: Caller, scope_id: str, candidate_id: str, family: str,
+    def propose_candidate(self, who: Who, scope_id: str, candidate_id: str, family: str,
                           proposal: Mapping[str, Any], lineage: Lineage, reason: str,
                           target: ArtifactRef | None = None) -> Written[Reviewed]:
         """A new pending Candidate; proposing the identical one again changes nothing."""
+        caller = self.gate.authenticate(who)
         scope = self.gate.load(scope_id)
         self.policy.check_any(caller, scope, Action.CONTRIBUTE, Action.REVIEW)
         reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
@@ -123,10 +125,9 @@ class Reviews:
         return Written(self._reviewed(caller, scope, candidate), position)
 
     @retry_on_write_conflict
-    def revise_candidate(self, caller: Caller, scope_id: str, candidate_id: str,
+    def revise_candidate(self, who: Who, scope_id: str, candidate_id: str,
                          expected_version: int, revision: Revision) -> Written[Reviewed]:
-        scope = self.gate.scope_for(caller, scope_id, Action.READ)
-        candidate = self.candidate_in(scope, candidate_id)
+        caller, scope, candidate = self._entered(who, scope_id, Action.READ, candidate_id)
         if not self.policy.may_revise(caller, scope, candidate.proposer):
             raise ForbiddenError("only its proposer or a reviewer may revise a candidate",
                                  action="revise", principal=caller.name)
@@ -146,15 +147,14 @@ class Reviews:
         return Written(self._reviewed(caller, scope, candidate), position)
 
     @retry_on_write_conflict
-    def approve_candidate(self, caller: Caller, scope_id: str, candidate_id: str,
+    def approve_candidate(self, who: Who, scope_id: str, candidate_id: str,
                           expected_version: int) -> Written[Reviewed]:
         """Approve in one save: the Candidate and its new or revised Artifact.
 
         Approving again at the approved version answers the same result; a moved target
         records ``Candidate.Conflicted`` and raises ``artifact_conflict``.
         """
-        scope = self.gate.scope_for(caller, scope_id, Action.REVIEW)
-        candidate = self.candidate_in(scope, candidate_id)
+        caller, scope, candidate = self._entered(who, scope_id, Action.REVIEW, candidate_id)
         approved = candidate.status == CandidateStatus.APPROVED
         if approved and candidate.approved_version == expected_version:
             return Written(self._reviewed(caller, scope, candidate), None)
@@ -169,24 +169,22 @@ class Reviews:
         return Written(self._reviewed(caller, scope, candidate, artifact), position)
 
     @retry_on_write_conflict
-    def reject_candidate(self, caller: Caller, scope_id: str, candidate_id: str,
+    def reject_candidate(self, who: Who, scope_id: str, candidate_id: str,
                          expected_version: int, reason: str) -> Written[Reviewed]:
-        scope = self.gate.scope_for(caller, scope_id, Action.REVIEW)
-        candidate = self.candidate_in(scope, candidate_id)
+        caller, scope, candidate = self._entered(who, scope_id, Action.REVIEW, candidate_id)
         changed = candidate.reject(expected_version, reason, caller.name)
         position = self.store.commit(candidate, acted_by=caller) if changed else None
         return Written(self._reviewed(caller, scope, candidate), position)
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def get_candidate(self, caller: Caller, scope_id: str, candidate_id: str) -> Reviewed:
-        scope = self.gate.scope_for(caller, scope_id, Action.READ)
-        return self._reviewed(caller, scope, self.candidate_in(scope, candidate_id))
+    def get_candidate(self, who: Who, scope_id: str, candidate_id: str) -> Reviewed:
+        caller, scope, candidate = self._entered(who, scope_id, Action.READ, candidate_id)
+        return self._reviewed(caller, scope, candidate)
 
-    def candidate_evidence(self, caller: Caller, scope_id: str, candidate_id: str) -> EvidenceView:
+    def candidate_evidence(self, who: Who, scope_id: str, candidate_id: str) -> EvidenceView:
         """The current version's evidence as the reader may see it now (docs/contract.md#review)."""
-        scope = self.gate.scope_for(caller, scope_id, Action.READ)
-        candidate = self.candidate_in(scope, candidate_id)
+        caller, scope, candidate = self._entered(who, scope_id, Action.READ, candidate_id)
         reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
         version = candidate.candidate_version
         try:
@@ -196,21 +194,31 @@ class Reviews:
                                 message=error.message, details=error.details)
         return EvidenceView(candidate.candidate_id, version, "resolved", evidence=evidence)
 
-    def skill_package(self, caller: Caller, scope_id: str, ref: ArtifactRef) -> dict[str, str]:
+    def skill_package(self, who: Who, scope_id: str, ref: ArtifactRef) -> dict[str, str]:
         """The instruction-only package of one Skill revision: SKILL.md text and its digest."""
-        revision = self.records.read_revision(caller, scope_id, ref)
+        revision = self.records.read_revision(who, scope_id, ref)
         if ref.family != ArtifactFamily.SKILL:
             raise ReferenceNotFoundError("only Skills have packages", reference=ref.to_dict())
         return skill_package(revision.content)
 
     # -- helpers -------------------------------------------------------------------------------
 
+    def _entered(self, who: Who, scope_id: str, action: Action, candidate_id: str
+                 ) -> tuple[Caller, Scope, Candidate]:
+        """``who`` authenticated, the scope it may ``action`` in and the Candidate, read in
+        one round trip."""
+        key = candidate_aggregate_id(scope_id, candidate_id)
+        acting = self.gate.acting_in(who, scope_id, action, {key: Candidate})
+        candidate: Candidate | None = acting.found[key]
+        if candidate is None:
+            raise _candidate_not_found(candidate_id)
+        return acting.caller, acting.scope, candidate
+
     def candidate_in(self, scope: Scope, candidate_id: str) -> Candidate:
         """The Candidate as stored, for a caller already let into ``scope``."""
         candidate: Candidate = self.store.load(
             candidate_aggregate_id(scope.scope_id, candidate_id),
-            lambda: CandidateNotFoundError(f"no candidate {candidate_id!r} in this scope",
-                                           candidate_id=candidate_id), kind=Candidate)
+            lambda: _candidate_not_found(candidate_id), kind=Candidate)
         return candidate
 
     def _approved_artifact(self, caller: Caller, scope: Scope, candidate: Candidate,
@@ -270,3 +278,8 @@ class Reviews:
         permissions = self.policy.candidate_permissions(caller, scope, candidate.proposer,
                                                         candidate.status == CandidateStatus.PENDING)
         return Reviewed(candidate, permissions, result)
+
+
+def _candidate_not_found(candidate_id: str) -> CandidateNotFoundError:
+    return CandidateNotFoundError(f"no candidate {candidate_id!r} in this scope",
+                                  candidate_id=candidate_id)

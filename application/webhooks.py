@@ -17,6 +17,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.utils import get_topic
 
 from application.access import ScopeGate
+from application.credentials import Who
 from application.ports import Clock
 from application.retry import retry_on_write_conflict
 from application.store import Written
@@ -28,7 +29,6 @@ from domain.dream_queue import DreamQueue
 from domain.dream_run import DreamRun
 from domain.erasure import Erasure
 from domain.errors import WebhookNotFoundError
-from domain.policy import Caller
 from domain.proposal_record import ProposalRecord
 from domain.scope import Scope
 from domain.source import Source
@@ -70,11 +70,11 @@ class Webhooks:
         self.store = gate.store
         self.clock = clock
 
-    def create(self, caller: Caller, scope_id: str, url: str, event_types: object,
+    def create(self, who: Who, scope_id: str, url: str, event_types: object,
                secret: str | None, keep_secret: KeepSecret) -> Written[CreatedWebhook]:
         """A new subscription (a fresh ``wh_`` id) of the scope's feed. Without ``secret`` one
         is generated. A refused request changes nothing."""
-        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        caller, scope = self.gate.enter(who, scope_id, Action.ADMINISTER)
         secret = random_secrets.token_urlsafe(32) if secret is None else check_secret(secret)
         webhook_id = WEBHOOK_ID_PREFIX + random_secrets.token_hex(12)
         fingerprint = secret_fingerprint(secret)
@@ -85,12 +85,12 @@ class Webhooks:
         return Written(CreatedWebhook(webhook, secret), position)
 
     @retry_on_write_conflict
-    def rotate_secret(self, caller: Caller, scope_id: str, webhook_id: str,
+    def rotate_secret(self, who: Who, scope_id: str, webhook_id: str,
                       secret: str | None, keep_secret: KeepSecret) -> Written[CreatedWebhook]:
         """Sign the subscription's next deliveries with a new secret (``None``: generated);
         a leaked secret is replaced so, and an imported subscription (whose secret stayed in
         the other deployment's outbox) gets one. Only the new fingerprint is recorded."""
-        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        caller, scope = self.gate.enter(who, scope_id, Action.ADMINISTER)
         secret = random_secrets.token_urlsafe(32) if secret is None else check_secret(secret)
         webhook = self._load(scope.scope_id, webhook_id)
         fingerprint = secret_fingerprint(secret)
@@ -99,19 +99,19 @@ class Webhooks:
         position = self.store.commit(webhook, acted_by=caller)
         return Written(CreatedWebhook(webhook, secret), position)
 
-    def get(self, caller: Caller, scope_id: str, webhook_id: str) -> Webhook:
-        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+    def get(self, who: Who, scope_id: str, webhook_id: str) -> Webhook:
+        scope = self.gate.scope_for(who, scope_id, Action.ADMINISTER)
         return self._load(scope.scope_id, webhook_id)
 
-    def of_scope(self, caller: Caller, scope_id: str) -> list[Webhook]:
+    def of_scope(self, who: Who, scope_id: str) -> list[Webhook]:
         """The scope's subscriptions, revoked ones included, oldest first."""
-        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        scope = self.gate.scope_for(who, scope_id, Action.ADMINISTER)
         return [webhook for webhook in self.every() if webhook.scope_id == scope.scope_id]
 
     @retry_on_write_conflict
-    def revoke(self, caller: Caller, scope_id: str, webhook_id: str) -> Written[Webhook]:
+    def revoke(self, who: Who, scope_id: str, webhook_id: str) -> Written[Webhook]:
         """No delivery starts after this; revoking again changes nothing."""
-        scope = self.gate.scope_for(caller, scope_id, Action.ADMINISTER)
+        caller, scope = self.gate.enter(who, scope_id, Action.ADMINISTER)
         webhook = self._load(scope.scope_id, webhook_id)
         changed = webhook.revoke()
         position = self.store.commit(webhook, acted_by=caller) if changed else None

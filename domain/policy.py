@@ -6,9 +6,12 @@ caller is a plain value passed with each call, never ambient state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
 
 from domain.access import ROLE_PERMISSIONS, Action, Resource, Role
 from domain.errors import DomainError, ForbiddenError, ScopeNotFoundError
@@ -19,10 +22,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who a command or query acts for; ``admin`` administers the whole deployment."""
+    """Who a command or query acts for, authenticated; ``admin`` administers the whole
+    deployment. It is its own proof (``application.credentials.Who``): nothing to read."""
 
     name: str
     admin: bool = False
+
+    @property
+    def principal(self) -> str:
+        return self.name
+
+    def proof(self) -> Mapping[UUID, type[Aggregate]]:
+        return {}
+
+    def caller(self, found: Mapping[UUID, Any]) -> Caller:
+        return self
 
 
 # The caller of a deployment that does not enforce access (a laptop, a test).

@@ -70,6 +70,28 @@ def test_reading_a_run_back_proves_the_token_in_the_same_read(
     assert store_reads == ["select_events_of_many"]
 
 
+def test_recording_a_source_proves_the_token_with_the_scope_and_the_source_in_one_read(
+        enforced_app: Dreaming, token: str, store_reads: list[str]) -> None:
+    """Every command takes the same ``Who``: the token is read with the command's first read,
+    not on its own before it."""
+    enforced_app.records.record_source(enforced_app.access.credentials(token), "s", "task",
+                                       "t0", text="first")  # the principal's admin flag: learnt
+    store_reads.clear()
+    credentials = enforced_app.access.credentials(token)
+    written = enforced_app.records.record_source(credentials, "s", "task", "t1", text="did it")
+    assert written.position is not None
+    assert store_reads == ["select_events_of_many"]  # token, scope and the Source, if any
+    store_reads.clear()
+    replayed = enforced_app.records.record_source(enforced_app.access.credentials(token), "s",
+                                                  "task", "t1", text="did it")
+    assert replayed.position is None  # the identical Source: found by that same read
+    assert store_reads == ["select_events_of_many"]
+    enforced_app.access.revoke_token(LOCAL, token)
+    with pytest.raises(UnauthorizedError):
+        enforced_app.records.record_source(enforced_app.access.credentials(token), "s",
+                                           "task", "t2", text="after the revocation")
+
+
 def test_a_token_not_seen_before_is_read_on_its_own_first_for_an_admission(
         enforced_app: Dreaming, token: str, store_reads: list[str]) -> None:
     credentials = enforced_app.access.credentials(token)
@@ -139,4 +161,8 @@ def test_over_http_a_refused_request_is_still_unauthorized_first(
     for path in ("/v1/scopes/nowhere/dream/dr_x", "/v1/scopes/a..b!/dream/dr_x"):
         assert http.get(path, headers=stranger).status_code == 401
     assert http.get("/v1/scopes/nowhere/dream/dr_x", headers=admin).status_code == 404
+    # A value the route itself refuses before its command proves who calls: 401 first too.
+    revision_zero = "/v1/scopes/team/memories/m/revisions/0/entries/e1/versions/v1"
+    assert http.get(revision_zero, headers=stranger).status_code == 401
+    assert http.get(revision_zero, headers=admin).status_code == 422
     assert live_api.dreaming.store.max_position() == before

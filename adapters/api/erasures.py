@@ -49,14 +49,14 @@ def erase(acting: Acting, scope_id: str, body: EraseRequest) -> ErasureView:
 
 def get_erasure(acting: Acting, scope_id: str, erasure_id: str) -> ErasureView:
     app = acting.app
-    erasure = app.erasures.get(acting.caller(), scope_id, erasure_id)
+    erasure = app.erasures.get(acting.who(), scope_id, erasure_id)
     recorded = app.store.history(erasure.id)[0]
     return _view(erasure, app.store.position_of(erasure), getattr(recorded, ACTED_BY, None))
 
 
 def list_erasures(acting: Acting, scope_id: str) -> ErasureList:
     """The scope's erasures, the latest first (deployment administrators)."""
-    acting.app.erasures.check_may_list(acting.caller(), scope_id)
+    acting.app.erasures.check_may_list(acting.who(), scope_id)
     rows = acting.view(PROVENANCE)().erasures(scope_id)
     return ErasureList(scope_id=scope_id, erasures=[
         ErasureSummary(erasure_id=row["erasure_id"], kind=row["kind"],
@@ -70,7 +70,7 @@ def derived_queue(acting: Acting, scope_id: str) -> DerivedQueue:
     item leaves the queue when a reviewer decides the Candidate or revises the artifact or
     entry (reviewers of the scope)."""
     app = acting.app
-    scope = app.gate.scope_for(acting.caller(), scope_id, Action.REVIEW)
+    scope = app.gate.scope_for(acting.who(), scope_id, Action.REVIEW)
     derived = acting.view(PROVENANCE)().erased(scope.scope_id, DERIVED)
     items = []
     for node, erasure_id in derived.items():

@@ -16,7 +16,7 @@ from projections.knowledge import KNOWLEDGE
 def search(acting: Acting, scope_id: str, q: str | None, family: str | None,
            limit: int) -> KnowledgePage:
     """Approved Experiences and Skills the caller may read, most relevant first."""
-    items = acting.app.queries.search_knowledge(acting.caller(), scope_id, acting.view(KNOWLEDGE),
+    items = acting.app.queries.search_knowledge(acting.who(), scope_id, acting.view(KNOWLEDGE),
                                                 q, family, limit)
     return KnowledgePage(items=[KnowledgeItemView.of(item) for item in items])
 
@@ -25,5 +25,5 @@ def skill_package(acting: Acting, scope_id: str, artifact_id: str,
                   revision: int) -> SkillPackageView:
     """The instruction-only package of one Skill revision: its SKILL.md text and digest."""
     ref = ArtifactRef(ArtifactFamily.SKILL, artifact_id, revision)
-    package = acting.app.review.skill_package(acting.caller(), scope_id, ref)
+    package = acting.app.review.skill_package(acting.who(), scope_id, ref)
     return SkillPackageView(ref=ArtifactRefBody(**ref.to_dict()), **package)

@@ -53,12 +53,12 @@ def _resource(body: ReadGrant) -> Resource:
 # -- scopes ------------------------------------------------------------------------------------
 
 def create_scope(acting: Acting, body: CreateScope) -> ScopeView:
-    written = acting.app.records.create_scope(acting.caller(), body.scope_id, body.settings)
+    written = acting.app.records.create_scope(acting.who(), body.scope_id, body.settings)
     return ScopeView.of(written.value, acting.shown(written, written.value))
 
 
 def list_scopes(acting: Acting, cursor: str | None, limit: int) -> ScopePage:
-    listing = acting.app.queries.list_scopes(acting.caller(), acting.view(SCOPES), cursor,
+    listing = acting.app.queries.list_scopes(acting.who(), acting.view(SCOPES), cursor,
                                              limit)
     return ScopePage(scopes=[ScopeSummaryView.of(scope, listing.roles.get(scope.scope_id, []))
                              for scope in listing.scopes], next_cursor=listing.next_cursor)
@@ -66,40 +66,40 @@ def list_scopes(acting: Acting, cursor: str | None, limit: int) -> ScopePage:
 
 def get_scope(acting: Acting, scope_id: str) -> ScopeView:
     app = acting.app
-    scope = app.records.get_scope(acting.caller(), scope_id)
+    scope = app.records.get_scope(acting.who(), scope_id)
     return ScopeView.of(scope, app.store.position_of(scope))
 
 
 def change_settings(acting: Acting, scope_id: str, body: ChangeSettings) -> ScopeView:
-    written = acting.app.records.change_scope_settings(acting.caller(), scope_id, body.settings)
+    written = acting.app.records.change_scope_settings(acting.who(), scope_id, body.settings)
     return ScopeView.of(written.value, acting.shown(written, written.value))
 
 
 def get_roles(acting: Acting, scope_id: str) -> RolesView:
     app = acting.app
-    scope = app.records.administered_scope(acting.caller(), scope_id)
+    scope = app.records.administered_scope(acting.who(), scope_id)
     return RolesView.of(scope, app.store.position_of(scope))
 
 
 def grant_role(acting: Acting, scope_id: str, body: GrantRole) -> RolesView:
-    return _roles(acting, acting.app.records.grant_role(acting.caller(), scope_id,
+    return _roles(acting, acting.app.records.grant_role(acting.who(), scope_id,
                                                         body.principal, body.role))
 
 
 def revoke_role(acting: Acting, scope_id: str, principal: str, role: str) -> RolesView:
-    return _roles(acting, acting.app.records.revoke_role(acting.caller(), scope_id, principal,
+    return _roles(acting, acting.app.records.revoke_role(acting.who(), scope_id, principal,
                                                          role))
 
 
 def grant_read(acting: Acting, scope_id: str, body: ReadGrant) -> RolesView:
-    caller, resource = acting.caller(), _resource(body)
-    return _roles(acting, acting.app.records.grant_read(caller, scope_id, body.principal,
+    who, resource = acting.who(), _resource(body)
+    return _roles(acting, acting.app.records.grant_read(who, scope_id, body.principal,
                                                         resource))
 
 
 def revoke_read(acting: Acting, scope_id: str, body: ReadGrant) -> RolesView:
-    caller, resource = acting.caller(), _resource(body)
-    return _roles(acting, acting.app.records.revoke_read(caller, scope_id, body.principal,
+    who, resource = acting.who(), _resource(body)
+    return _roles(acting, acting.app.records.revoke_read(who, scope_id, body.principal,
                                                          resource))
 
 
@@ -107,7 +107,7 @@ def revoke_read(acting: Acting, scope_id: str, body: ReadGrant) -> RolesView:
 
 def record_source(acting: Acting, scope_id: str, body: RecordSource) -> Recorded[SourceView]:
     written = acting.app.records.record_source(
-        acting.caller(), scope_id, body.source_type, body.source_id, text=body.text,
+        acting.who(), scope_id, body.source_type, body.source_id, text=body.text,
         payload=body.payload, eligibility=body.eligibility, attempt_id=body.attempt_id,
         occurred_at=body.occurred_at, sub_agent=body.sub_agent, subject=body.subject)
     return Recorded(SourceView.of(written.value, acting.shown(written, written.value)),
@@ -116,7 +116,7 @@ def record_source(acting: Acting, scope_id: str, body: RecordSource) -> Recorded
 
 def get_source(acting: Acting, scope_id: str, source_type: str, source_id: str) -> SourceView:
     app = acting.app
-    source = app.records.get_source(acting.caller(), scope_id, source_type, source_id)
+    source = app.records.get_source(acting.who(), scope_id, source_type, source_id)
     return SourceView.of(source, app.store.position_of(source))
 
 
@@ -141,7 +141,7 @@ def get_revision(acting: Acting, scope_id: str, family: str, artifact_id: str,
                  revision: int | None = None) -> RevisionView:
     """One revision of an Artifact; without ``revision``, its head."""
     app = acting.app
-    artifact = app.records.get_artifact(acting.caller(), scope_id, family, artifact_id)
+    artifact = app.records.get_artifact(acting.who(), scope_id, family, artifact_id)
     return RevisionView.of(artifact, artifact.revision(
         artifact.head_revision if revision is None else revision),
         app.store.position_of(artifact))
@@ -157,7 +157,7 @@ def create_memory(acting: Acting, scope_id: str, body: CreateMemory) -> Revision
 
 def add_entry(acting: Acting, scope_id: str, memory_id: str, body: AddEntry) -> EntryVersionView:
     return _entry(acting.app.records.add_entry(
-        acting.caller(), scope_id, memory_id, body.entry_id, body.kind, body.text,
+        acting.who(), scope_id, memory_id, body.entry_id, body.kind, body.text,
         sources=[s.to_domain() for s in body.sources],
         artifacts=[a.to_domain() for a in body.artifacts],
         expected_revision=body.expected_revision, subject=body.subject))
@@ -166,7 +166,7 @@ def add_entry(acting: Acting, scope_id: str, memory_id: str, body: AddEntry) -> 
 def revise_entry(acting: Acting, scope_id: str, memory_id: str, entry_id: str,
                  body: ReviseEntry) -> EntryVersionView:
     return _entry(acting.app.records.revise_entry(
-        acting.caller(), scope_id, memory_id, entry_id, body.kind, body.text,
+        acting.who(), scope_id, memory_id, entry_id, body.kind, body.text,
         sources=[s.to_domain() for s in body.sources],
         artifacts=[a.to_domain() for a in body.artifacts],
         expected_revision=body.expected_revision,
@@ -175,14 +175,14 @@ def revise_entry(acting: Acting, scope_id: str, memory_id: str, entry_id: str,
 
 def deactivate_entry(acting: Acting, scope_id: str, memory_id: str, entry_id: str,
                      body: DeactivateEntry) -> EntryVersionView:
-    return _entry(acting.app.records.deactivate_entry(acting.caller(), scope_id, memory_id,
+    return _entry(acting.app.records.deactivate_entry(acting.who(), scope_id, memory_id,
                                                       entry_id, body.reason,
                                                       body.expected_revision))
 
 
 def reactivate_entry(acting: Acting, scope_id: str, memory_id: str, entry_id: str,
                      body: ReactivateEntry) -> EntryVersionView:
-    return _entry(acting.app.records.reactivate_entry(acting.caller(), scope_id, memory_id,
+    return _entry(acting.app.records.reactivate_entry(acting.who(), scope_id, memory_id,
                                                       entry_id, body.expected_revision))
 
 
@@ -191,7 +191,7 @@ def read_entry_version(acting: Acting, scope_id: str, memory_id: str, revision: 
     """The exact entry version a MemoryCitation names."""
     memory_ref = ArtifactRef(ArtifactFamily.MEMORY, memory_id, revision)
     entry = acting.app.records.read_entry_version(
-        acting.caller(), scope_id, MemoryCitation(memory_ref, entry_id, entry_version_id))
+        acting.who(), scope_id, MemoryCitation(memory_ref, entry_id, entry_version_id))
     return EntryVersionView.of(memory_ref, entry)
 
 

@@ -36,7 +36,7 @@ def propose(acting: Acting, scope_id: str, body: ProposeCandidate) -> Recorded[C
     """A new pending Candidate; an identical proposal replays."""
     lineage, target = body.lineage(), body.target_ref()
     written = acting.app.review.propose_candidate(
-        acting.caller(), scope_id, body.candidate_id, body.family, body.proposal, lineage,
+        acting.who(), scope_id, body.candidate_id, body.family, body.proposal, lineage,
         body.reason, target)
     return Recorded(_shown(acting, written), new=written.position is not None)
 
@@ -45,7 +45,7 @@ def inbox(acting: Acting, scope_id: str, status: str, family: str | None, cursor
           limit: int) -> CandidatePage:
     """One page of the inbox in candidate id order, once the caller may read the scope;
     ``status=all`` lists every status."""
-    acting.app.records.get_scope(acting.caller(), scope_id)
+    acting.app.records.get_scope(acting.who(), scope_id)
     summaries, next_cursor = acting.view(REVIEW_INBOX)().list_candidates(
         scope_id, status=None if status == EVERY_STATUS else status, family=family,
         cursor=cursor, limit=limit)
@@ -55,38 +55,38 @@ def inbox(acting: Acting, scope_id: str, status: str, family: str | None, cursor
 
 
 def get_candidate(acting: Acting, scope_id: str, candidate_id: str) -> CandidateView:
-    reviewed = acting.app.review.get_candidate(acting.caller(), scope_id, candidate_id)
+    reviewed = acting.app.review.get_candidate(acting.who(), scope_id, candidate_id)
     return CandidateView.of(reviewed, acting.app.store.position_of(reviewed.candidate))
 
 
 def evidence(acting: Acting, scope_id: str, candidate_id: str) -> CandidateEvidenceView:
     return CandidateEvidenceView.of(acting.app.review.candidate_evidence(
-        acting.caller(), scope_id, candidate_id))
+        acting.who(), scope_id, candidate_id))
 
 
 def revise(acting: Acting, scope_id: str, candidate_id: str,
            body: ReviseCandidate) -> CandidateView:
-    caller, revision = acting.caller(), body.to_domain()
+    who, revision = acting.who(), body.to_domain()
     return _shown(acting, acting.app.review.revise_candidate(
-        caller, scope_id, candidate_id, body.expected_version, revision))
+        who, scope_id, candidate_id, body.expected_version, revision))
 
 
 def approve(acting: Acting, scope_id: str, candidate_id: str,
             body: ApproveCandidate) -> CandidateView:
-    caller = acting.caller()
+    who = acting.who()
     with _in_the_runs_trace(acting, scope_id, candidate_id, "dream.approve"), \
             _counted("approve"):
         return _shown(acting, acting.app.review.approve_candidate(
-            caller, scope_id, candidate_id, body.expected_version))
+            who, scope_id, candidate_id, body.expected_version))
 
 
 def reject(acting: Acting, scope_id: str, candidate_id: str,
            body: RejectCandidate) -> CandidateView:
-    caller = acting.caller()
+    who = acting.who()
     with _in_the_runs_trace(acting, scope_id, candidate_id, "dream.reject"), \
             _counted("reject"):
         return _shown(acting, acting.app.review.reject_candidate(
-            caller, scope_id, candidate_id, body.expected_version, body.reason))
+            who, scope_id, candidate_id, body.expected_version, body.reason))
 
 
 @contextmanager
@@ -110,7 +110,7 @@ def _in_the_runs_trace(acting: Acting, scope_id: str, candidate_id: str,
     if not tracing_on():
         return nullcontext()
     try:
-        reviewed = acting.app.review.get_candidate(acting.caller(), scope_id, candidate_id)
+        reviewed = acting.app.review.get_candidate(acting.who(), scope_id, candidate_id)
         run_id = reviewed.candidate.run_id
         run = None if run_id is None else acting.app.runs.get_dream(acting.who(), scope_id,
                                                                      run_id)

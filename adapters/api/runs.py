@@ -27,7 +27,7 @@ def request_dream(acting: Acting, scope_id: str, body: CreateDreamRun) -> DreamR
 def list_runs(acting: Acting, scope_id: str, status: str | None, operation: str | None,
               cursor: str | None, limit: int) -> DreamRunPage:
     """Run summaries, newest first, once the caller may read the scope."""
-    acting.app.records.get_scope(acting.caller(), scope_id)
+    acting.app.records.get_scope(acting.who(), scope_id)
     summaries, next_cursor = acting.view(RUNS)().list_runs(
         scope_id, status=status, operation=operation, cursor=cursor, limit=limit)
     return DreamRunPage(runs=[DreamRunSummary.from_summary(s) for s in summaries],
@@ -43,5 +43,5 @@ def get_run(acting: Acting, scope_id: str, run_id: str) -> DreamRunView:
 def auto_status(acting: Acting, scope_id: str) -> AutoDreamStatusView:
     """Automatic dreaming in the scope: each gate, and why the scope is or is not due now."""
     app = acting.app
-    scope = app.records.get_scope(acting.caller(), scope_id)  # refused before any wait
+    scope = app.records.get_scope(acting.who(), scope_id)  # refused before any wait
     return AutoDreamStatusView.of(app.auto.status_of(scope, acting.view(AUTO_RECORDS)()))

@@ -13,7 +13,7 @@ from projections.runs import RUNS
 def status(acting: Acting, scope_id: str) -> ScopeStatusView:
     """The caller's read access is checked once, before any read model is waited for."""
     app = acting.app
-    scope = app.records.get_scope(acting.caller(), scope_id)
+    scope = app.records.get_scope(acting.who(), scope_id)
     runs = acting.view(RUNS)()
     return ScopeStatusView(
         scope_id=scope_id,

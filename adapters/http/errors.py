@@ -21,7 +21,7 @@ from adapters.api.problems import (
 from adapters.observability.metrics import ERRORS
 from adapters.observability.sharing import metrics_recorded
 from adapters.store.projection_runtime import ProjectionStoppedError, ProjectionUnavailableError
-from domain.errors import DomainError
+from domain.errors import DomainError, UnauthorizedError
 
 
 def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None,
@@ -42,18 +42,36 @@ def _problem(_: Request, error: Exception) -> JSONResponse:
     return problem_response(problem_of(error))
 
 
-def _validation_error(request: Request, error: Exception) -> JSONResponse:
-    """A body of the wrong shape (422), unless a route that authenticates by itself
-    (``dependencies.Bearer``) would have refused the caller first: that answer wins, as it
-    does on every other route (on a worker thread: authentication reads the store)."""
-    assert isinstance(error, RequestValidationError)
+def _refusal(request: Request, error: Exception) -> JSONResponse:
+    """A command's refusal, unless the caller cannot be authenticated: that answer wins. A
+    command proves who calls with its first read, and a route may refuse a value before it
+    gets there."""
+    assert isinstance(error, DomainError)
+    if not isinstance(error, UnauthorizedError):
+        unauthenticated = _unauthenticated(request)
+        if unauthenticated is not None:
+            return unauthenticated
+    return problem_response(problem_of(error))
+
+
+def _unauthenticated(request: Request) -> JSONResponse | None:
+    """The answer for a request whose route authenticates by itself and whose caller cannot
+    be authenticated (on a worker thread: authentication reads the store)."""
     authenticate_first = getattr(request.state, "authenticate_first", None)
     if authenticate_first is not None:
         try:
             authenticate_first()
         except Exception as refusal:
             return problem_response(problem_of(refusal))
-    return problem_response(shape_problem(error.errors()))
+    return None
+
+
+def _validation_error(request: Request, error: Exception) -> JSONResponse:
+    """A body of the wrong shape (422), unless a route that authenticates by itself
+    (``dependencies.Bearer``) would have refused the caller first: that answer wins, as it
+    does on every other route (on a worker thread: authentication reads the store)."""
+    assert isinstance(error, RequestValidationError)
+    return _unauthenticated(request) or problem_response(shape_problem(error.errors()))
 
 
 def _http_error(_: Request, error: Exception) -> JSONResponse:
@@ -66,7 +84,7 @@ def _http_error(_: Request, error: Exception) -> JSONResponse:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(DomainError, _problem)
+    app.add_exception_handler(DomainError, _refusal)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     for error in (TimeoutError, ProjectionUnavailableError, ProjectionStoppedError):

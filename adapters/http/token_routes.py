@@ -73,16 +73,16 @@ class IssuedTokenView(TokenChange):
 def list_tokens(app: App, bearer: Bearing, principal: Annotated[str | None, Query(
         max_length=PRINCIPAL_MAX, description="Only this principal's tokens.")] = None,
                 ) -> TokenPage:
-    caller = bearer.caller()
-    tokens = app.access.list_tokens(caller, principal)
+    who = bearer.who()
+    tokens = app.access.list_tokens(who, principal)
     now = app.clock()
     return TokenPage(tokens=[TokenView.of(token, now) for token in tokens])
 
 
 @tokens_router.post("", status_code=201)
 def issue_token(body: IssueToken, app: App, bearer: Bearing) -> IssuedTokenView:
-    caller = bearer.caller()
-    written = app.access.issue_token_for(caller, body.principal, body.label, admin=body.admin,
+    who = bearer.who()
+    written = app.access.issue_token_for(who, body.principal, body.label, admin=body.admin,
                                          expires_in_seconds=body.expires_in_seconds,
                                          expires_at=body.expires_at)
     issued = written.value

@@ -74,7 +74,7 @@ def events(scope_id: str, request: Request, response: Response, app: App, bearer
     """A scope's events after ``after``, oldest first: their public fields only. With
     ``Accept: text/event-stream``, a Server-Sent Events stream of them that goes on with each
     new event; a reconnecting client's ``Last-Event-ID`` resumes it."""
-    caller = bearer.caller()
+    who = bearer.who()
     accept = request.headers.get("accept")
     last_event_id = request.headers.get("last-event-id")
 
@@ -83,11 +83,11 @@ def events(scope_id: str, request: Request, response: Response, app: App, bearer
 
     if accept is not None and EVENT_STREAM in accept:
         start = _resumed_after(last_event_id, after)
-        app.queries.event_feed(caller, scope_id, view, start, 1)  # refused here, not mid-stream
-        return StreamingResponse(_stream(request, app, caller, scope_id, start),
+        app.queries.event_feed(who, scope_id, view, start, 1)  # refused here, not mid-stream
+        return StreamingResponse(_stream(request, app, who, scope_id, start),
                                  media_type=EVENT_STREAM,
                                  headers={"Cache-Control": "no-store"})
-    shown = app.queries.event_feed(caller, scope_id, view, after, limit)
+    shown = app.queries.event_feed(who, scope_id, view, after, limit)
     return FeedPage(scope_id=scope_id, events=[_view(event) for event in shown],
                     next_after=shown[-1].position if shown else after)
 

@@ -120,9 +120,9 @@ def create_webhook(scope_id: str, body: CreateWebhook, request: Request, app: Ap
                    bearer: Bearing) -> CreatedWebhookView:
     """Subscribe a URL to the scope's events. The answer is the only one that shows the
     secret."""
-    caller = bearer.caller()
+    who = bearer.who()
     outbox = outbox_of(request)
-    written = app.webhooks.create(caller, scope_id, body.url, body.event_types, body.secret,
+    written = app.webhooks.create(who, scope_id, body.url, body.event_types, body.secret,
                                   outbox.keep_secret)
     created = written.value
     shown = _view(created.webhook, outbox, written.position)
@@ -131,9 +131,9 @@ def create_webhook(scope_id: str, body: CreateWebhook, request: Request, app: Ap
 
 @webhooks_router.get("")
 def list_webhooks(scope_id: str, request: Request, app: App, bearer: Bearing) -> WebhookList:
-    caller = bearer.caller()
+    who = bearer.who()
     outbox = outbox_of(request)
-    found = app.webhooks.of_scope(caller, scope_id)
+    found = app.webhooks.of_scope(who, scope_id)
     return WebhookList(scope_id=scope_id, webhooks=[
         _view(webhook, outbox, app.store.position_of(webhook)) for webhook in found])
 
@@ -141,8 +141,8 @@ def list_webhooks(scope_id: str, request: Request, app: App, bearer: Bearing) ->
 @webhooks_router.get("/{webhook_id}")
 def get_webhook(scope_id: str, webhook_id: str, request: Request, app: App,
                 bearer: Bearing) -> WebhookView:
-    caller = bearer.caller()
-    webhook = app.webhooks.get(caller, scope_id, webhook_id)
+    who = bearer.who()
+    webhook = app.webhooks.get(who, scope_id, webhook_id)
     return _view(webhook, outbox_of(request), app.store.position_of(webhook))
 
 
@@ -151,8 +151,8 @@ def revoke_webhook(scope_id: str, webhook_id: str, request: Request, app: App,
                    bearer: Bearing) -> WebhookView:
     """Stop deliveries: none starts after this answer (one in flight may finish). Revoking
     again changes nothing."""
-    caller = bearer.caller()
-    written: Written[Webhook] = app.webhooks.revoke(caller, scope_id, webhook_id)
+    who = bearer.who()
+    written: Written[Webhook] = app.webhooks.revoke(who, scope_id, webhook_id)
     webhook = written.value
     position = written.position or app.store.position_of(webhook)
     return _view(webhook, outbox_of(request), position)
@@ -164,9 +164,9 @@ def rotate_webhook_secret(scope_id: str, webhook_id: str, body: RotateSecret, re
     """Sign the next deliveries with a new secret: after a leak, or to give an imported
     subscription (`needs_secret`) one. The answer is the only one that shows it; the event
     records its fingerprint only. A revoked subscription is refused (`invalid_request`)."""
-    caller = bearer.caller()
+    who = bearer.who()
     outbox = outbox_of(request)
-    written = app.webhooks.rotate_secret(caller, scope_id, webhook_id, body.secret,
+    written = app.webhooks.rotate_secret(who, scope_id, webhook_id, body.secret,
                                          outbox.keep_secret)
     rotated = written.value
     shown = _view(rotated.webhook, outbox, written.position)
@@ -184,8 +184,8 @@ def deliveries(scope_id: str, webhook_id: str, request: Request, app: App, beare
     """The subscription's delivery attempts, latest first: each event's position and name,
     the attempt's number, time, the receiver's status code or the error, its duration and
     whether it delivered, failed (to be retried) or sent the event to the dead letters."""
-    caller = bearer.caller()
-    webhook = app.webhooks.get(caller, scope_id, webhook_id)
+    who = bearer.who()
+    webhook = app.webhooks.get(who, scope_id, webhook_id)
     outbox = outbox_of(request)
     attempts = outbox.attempts(webhook.id, limit, before, outcome)
     return DeliveryList(scope_id=scope_id, webhook_id=webhook.webhook_id,
