@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
@@ -207,7 +208,7 @@ class Records:
                                       family=family, artifact_id=artifact_id)
         content = validate_content(family, content)  # before the write record digests it
         lineage = lineage or Lineage()
-        read = self._check_lineage(caller, scope.scope_id, lineage)
+        read = self._check_lineage(caller, scope, lineage)
         write = self._management_source(scope.scope_id, family, artifact_id, 1, "create",
                                         content, principal)
         artifact = Artifact.create(scope.scope_id, family, artifact_id, content,
@@ -220,11 +221,11 @@ class Records:
                          content: Mapping[str, Any], principal: str, expected_revision: int,
                          lineage: Lineage | None = None) -> Written[Artifact]:
         """Basic management replace: a new revision, checked against the expected head."""
-        caller, artifact = self._writable(who, scope_id, family, artifact_id)
+        caller, scope, artifact = self._writable(who, scope_id, family, artifact_id)
         artifact.check_expected_revision(expected_revision)
         content = validate_content(artifact.family, content)
         lineage = lineage or Lineage()
-        read = self._check_lineage(caller, artifact.scope_id, lineage)
+        read = self._check_lineage(caller, scope, lineage)
         write = self._management_source(artifact.scope_id, family, artifact_id,
                                         artifact.head_revision + 1, "replace", content, principal)
         artifact.revise(content, self._with_source(lineage, write.ref),
@@ -251,8 +252,8 @@ class Records:
     def _artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
         aggregate_id = artifact_aggregate_id(check_scope_id(scope_id), check_family(family),
                                              artifact_id)
-        artifact: Artifact = self.store.load(aggregate_id, lambda: ArtifactNotFoundError(
-            f"{family}/{artifact_id} does not exist", family=family, artifact_id=artifact_id))
+        artifact: Artifact = self.store.load(aggregate_id,
+                                             lambda: _artifact_not_found(family, artifact_id))
         return artifact
 
     def read_revision(self, who: Who, scope_id: str, ref: ArtifactRef) -> ArtifactRevision:
@@ -269,8 +270,8 @@ class Records:
                   subject: str | None = None) -> Written[EntryWritten]:
         """Add an entry; ``subject`` names the data subject its text is about (every version
         of the entry is erased with the subject)."""
-        caller, memory = self._contributing_to(who, scope_id, memory_id)
-        read = self._check_lineage(caller, memory.scope_id,
+        caller, scope, memory = self._contributing_to(who, scope_id, memory_id)
+        read = self._check_lineage(caller, scope,
                                    Lineage(tuple(sources), tuple(artifacts)))
         entry = memory.add_entry(entry_id, kind, text, sources, artifacts, expected_revision)
         if subject is not None:
@@ -283,8 +284,8 @@ class Records:
                      kind: str, text: str, sources: Sequence[SourceRef] = (),
                      artifacts: Sequence[ArtifactRef] = (), expected_revision: int | None = None,
                      expected_entry_version_id: str | None = None) -> Written[EntryWritten]:
-        caller, memory = self._contributing_to(who, scope_id, memory_id)
-        read = self._check_lineage(caller, memory.scope_id,
+        caller, scope, memory = self._contributing_to(who, scope_id, memory_id)
+        read = self._check_lineage(caller, scope,
                                    Lineage(tuple(sources), tuple(artifacts)))
         entry = memory.revise_entry(entry_id, kind, text, sources, artifacts, expected_revision,
                                     expected_entry_version_id)
@@ -295,7 +296,7 @@ class Records:
     def deactivate_entry(self, who: Who, scope_id: str, memory_id: str, entry_id: str,
                          reason: str = "deactivated", expected_revision: int | None = None,
                          ) -> Written[EntryWritten]:
-        caller, memory = self._contributing_to(who, scope_id, memory_id)
+        caller, _, memory = self._contributing_to(who, scope_id, memory_id)
         memory.deactivate_entry(entry_id, reason, expected_revision)
         return Written(EntryWritten(memory.head_ref, memory.current_entry(entry_id)),
                        self.store.commit(memory, acted_by=caller))
@@ -303,7 +304,7 @@ class Records:
     @retry_on_write_conflict
     def reactivate_entry(self, who: Who, scope_id: str, memory_id: str, entry_id: str,
                          expected_revision: int | None = None) -> Written[EntryWritten]:
-        caller, memory = self._contributing_to(who, scope_id, memory_id)
+        caller, _, memory = self._contributing_to(who, scope_id, memory_id)
         memory.reactivate_entry(entry_id, expected_revision)
         return Written(EntryWritten(memory.head_ref, memory.current_entry(entry_id)),
                        self.store.commit(memory, acted_by=caller))
@@ -330,34 +331,58 @@ class Records:
     # -- helpers -----------------------------------------------------------------------------
 
     def _contributing_to(self, who: Who, scope_id: str, memory_id: str
-                         ) -> tuple[Caller, Artifact]:
+                         ) -> tuple[Caller, Scope, Artifact]:
         return self._writable(who, scope_id, ArtifactFamily.MEMORY, memory_id)
 
     def _writable(self, who: Who, scope_id: str, family: str, artifact_id: str
-                  ) -> tuple[Caller, Artifact]:
-        """Who writes, and the artifact: writing needs contribute, and read of the artifact
-        (a write answers with its state)."""
-        caller, scope = self.gate.enter(who, scope_id, Action.CONTRIBUTE)
-        self.policy.check(caller, scope, Action.READ, Resource.artifact(family, artifact_id))
-        return caller, self._artifact(scope_id, family, artifact_id)
+                  ) -> tuple[Caller, Scope, Artifact]:
+        """Who writes, the scope and the artifact, read in one round trip: writing needs
+        contribute, and read of the artifact (a write answers with its state)."""
+        key = artifact_aggregate_id(scope_id, family, artifact_id)
+        acting = self.gate.acting_in(who, scope_id, Action.CONTRIBUTE, {key: Artifact})
+        self.policy.check(acting.caller, acting.scope, Action.READ,
+                          Resource.artifact(family, artifact_id))
+        check_family(family)
+        artifact: Artifact | None = acting.found[key]
+        if artifact is None:
+            raise _artifact_not_found(family, artifact_id)
+        return acting.caller, acting.scope, artifact
 
-    def _check_lineage(self, caller: Caller, scope_id: str, lineage: Lineage) -> list[Aggregate]:
-        """Load every referenced aggregate, proving each exact reference exists and is usable."""
+    def _check_lineage(self, caller: Caller, scope: Scope, lineage: Lineage) -> list[Aggregate]:
+        """Every referenced aggregate, read in one round trip, each exact reference proved to
+        exist, to be readable by the caller and usable, in the order of the references."""
+        scope_id = scope.scope_id
+        found = self.store.find_many({
+            **{source_aggregate_id(scope_id, ref.source_type, ref.source_id): Source
+               for ref in lineage.sources},
+            **{artifact_aggregate_id(scope_id, ref.family, ref.artifact_id): Artifact
+               for ref in lineage.artifacts},
+            **{artifact_aggregate_id(scope_id, ArtifactFamily.MEMORY,
+                                     citation.memory_ref.artifact_id): Artifact
+               for citation in lineage.memory_citations}})
         read: list[Aggregate] = []
         for source_ref in lineage.sources:
-            source = self._referenced(partial(self.get_source, caller, scope_id,
-                                              source_ref.source_type, source_ref.source_id),
-                                      source_ref.to_dict())
+            self.policy.check(caller, scope, Action.READ,
+                              Resource.source(source_ref.source_type, source_ref.source_id))
+            source: Source | None = found[source_aggregate_id(
+                scope_id, source_ref.source_type, source_ref.source_id)]
+            if source is None:
+                raise ReferenceNotFoundError(
+                    f"source {source_ref.source_type}/{source_ref.source_id} does not exist",
+                    reference=source_ref.to_dict())
             if source.withdrawn:
                 raise ReferenceNotFoundError("a referenced source was withdrawn",
                                              reference=source_ref.to_dict())
             read.append(source)
         for artifact_ref in lineage.artifacts:
-            read.append(self._referenced(partial(self._at_revision, caller, scope_id, artifact_ref),
-                                         artifact_ref.to_dict()))
+            artifact = self._readable(caller, scope, artifact_ref.family,
+                                      artifact_ref.artifact_id, found, artifact_ref.to_dict())
+            self._referenced(partial(artifact.revision, artifact_ref.revision),
+                             artifact_ref.to_dict())
+            read.append(artifact)
         for citation in lineage.memory_citations:
-            memory = self.get_artifact(caller, scope_id, ArtifactFamily.MEMORY,
-                                       citation.memory_ref.artifact_id)
+            memory = self._readable(caller, scope, ArtifactFamily.MEMORY,
+                                    citation.memory_ref.artifact_id, found)
             self._cited_version(memory, citation)
             cited = memory.manifest(citation.memory_ref.revision)[citation.entry_id]
             active = EntryStatus.ACTIVE
@@ -367,9 +392,19 @@ class Records:
             read.append(memory)
         return read
 
-    def _at_revision(self, caller: Caller, scope_id: str, ref: ArtifactRef) -> Artifact:
-        artifact = self.get_artifact(caller, scope_id, ref.family, ref.artifact_id)
-        artifact.revision(ref.revision)
+    def _readable(self, caller: Caller, scope: Scope, family: str, artifact_id: str,
+                  found: Mapping[UUID, Any], reference: dict[str, Any] | None = None
+                  ) -> Artifact:
+        """A referenced artifact from ``found``, once the caller may read it; missing, it is
+        ``reference`` not found (without one, as a cited Memory is: the artifact)."""
+        self.policy.check(caller, scope, Action.READ, Resource.artifact(family, artifact_id))
+        artifact: Artifact | None = found[artifact_aggregate_id(scope.scope_id, family,
+                                                                artifact_id)]
+        if artifact is None:
+            missing = _artifact_not_found(family, artifact_id)
+            if reference is None:
+                raise missing
+            raise ReferenceNotFoundError(missing.message, reference=reference)
         return artifact
 
     @staticmethod
@@ -395,3 +430,8 @@ class Records:
     def _with_source(lineage: Lineage, source: SourceRef) -> Lineage:
         return Lineage(sources=(*lineage.sources, source), artifacts=lineage.artifacts,
                        memory_citations=lineage.memory_citations)
+
+
+def _artifact_not_found(family: str, artifact_id: str) -> ArtifactNotFoundError:
+    return ArtifactNotFoundError(f"{family}/{artifact_id} does not exist", family=family,
+                                 artifact_id=artifact_id)

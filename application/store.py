@@ -27,6 +27,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import EnvType
 
+from application.held_aggregates import HeldAggregates
 from application.ports import Keyring, ReadSetChangedError, ReadSetRecorder
 from application.transcodings import register_reference_transcodings
 from domain.artifact import Artifact
@@ -112,6 +113,8 @@ class EventStore(Application[UUID]):
     name = "Dreaming"  # the stored application name: table names derive from it
     # Memories and queues live as long as their scope: snapshots keep loading them cheap.
     snapshotting_intervals = {Artifact: 50, DreamQueue: 20}
+    # Rebuilding a Memory decodes every entry it ever had: the latest is held (ADR-0034).
+    held_kinds: tuple[type[Artifact], ...] = (Artifact,)
     keyring: Keyring | None = None  # the data keys, where the store seals (ADR-0030)
 
     def __init__(self, env: EnvType | None = None,
@@ -131,6 +134,7 @@ class EventStore(Application[UUID]):
         # skip the snapshot store's query, a round trip each (see ``_rebuild``).
         self._unsnapshotted: set[UUID] = set()
         self._positions = LoadedPositions()
+        self.held = HeldAggregates()
 
     def construct_mapper(self) -> Mapper[UUID]:
         mapper = super().construct_mapper()
@@ -197,6 +201,10 @@ class EventStore(Application[UUID]):
         was not last seen short of its first snapshot. Otherwise the library would ask the
         snapshot store for every aggregate. Reading every event of an aggregate that has grown
         a snapshot meanwhile is still right, only slower once: it is then loaded through it."""
+        if version is None:
+            held = self.held.load(aggregate_id, self._events_after)
+            if held is not None:
+                return held
         if self._may_load_through_snapshot(aggregate_id, kind):
             aggregate = self.repository.get(aggregate_id, version=version, projector_func=replay)
         else:
@@ -207,7 +215,12 @@ class EventStore(Application[UUID]):
             if aggregate is None:
                 raise AggregateNotFoundError(aggregate_id)
         self._learn_snapshotting(aggregate, at_head=version is None)
+        if version is None and isinstance(aggregate, self.held_kinds):
+            self.held.keep(aggregate)
         return aggregate
+
+    def _events_after(self, aggregate_id: UUID, version: int) -> Iterable[Any]:
+        return self.events.get(aggregate_id, gt=version)
 
     def _fetch_keys(self, stored: Iterable[StoredEvent]) -> None:
         """The keys of the sealed values about to be opened, in one query (ADR-0030)."""

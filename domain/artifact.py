@@ -7,6 +7,7 @@ Artifacts are snapshotted: ``class_version`` 2 marks snapshots whose family is r
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -176,6 +177,18 @@ class Artifact(Aggregate):
         self.revisions = [ArtifactRevision(1, dict(content), lineage, dict(provenance))]
         self.entry_versions: dict[str, list[EntryVersion]] = {}
         self._entry_log: dict[str, list[EntryChange]] = {}
+
+    def fork(self) -> Artifact:
+        """A copy that shares nothing a command changes with this one: its own lists and
+        dicts (their items are immutable values), no pending events. Cheap beside a rebuild:
+        no decoding, only the containers copied."""
+        twin = copy.copy(self)
+        twin._pending_events = []
+        twin.revisions = list(self.revisions)
+        twin.entry_versions = {entry: list(versions)
+                               for entry, versions in self.entry_versions.items()}
+        twin._entry_log = {entry: list(changes) for entry, changes in self._entry_log.items()}
+        return twin
 
     # -- reads -------------------------------------------------------------------------------
 

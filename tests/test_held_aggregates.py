@@ -1,0 +1,120 @@
+"""A Memory is held in each process between loads (ADR-0034): a load reads only the events
+stored after the held version, so it sees every other writer's change, an erasure included; a
+command that changes its copy and fails leaves nothing behind; a fork shares nothing a
+command changes; adding an entry no longer costs more the more entries a Memory holds."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from application.bootstrap import Dreaming
+from application.erasure import ErasureTarget
+from domain.artifact import Artifact
+from domain.errors import WriteConflictError
+from domain.erasure import ERASED_TEXT
+from domain.ids import artifact_aggregate_id
+from domain.policy import LOCAL
+from domain.refs import ArtifactFamily, SourceRef
+
+MEMORY = artifact_aggregate_id("s", ArtifactFamily.MEMORY, "m")
+
+
+def memory_with_entries(app: Dreaming, entries: int) -> None:
+    app.records.create_scope(LOCAL, "s")
+    app.records.create_memory(LOCAL, "s", "m", "tester")
+    app.records.record_source(LOCAL, "s", "task", "t1", text="did it")
+    for n in range(entries):
+        app.records.add_entry(LOCAL, "s", "m", f"e{n}", "lesson", f"lesson {n}",
+                              sources=[SourceRef("task", "t1")])
+
+
+def memory(app: Dreaming) -> Artifact:
+    found: Artifact = app.records.get_artifact(LOCAL, "s", ArtifactFamily.MEMORY, "m")
+    return found
+
+
+def test_a_fork_shares_nothing_a_command_changes(app: Dreaming) -> None:
+    memory_with_entries(app, 3)
+    held = memory(app)
+    before = copy.deepcopy(held)
+    twin = held.fork()
+    twin.add_entry("e9", "lesson", "new", [SourceRef("task", "t1")], [], None)
+    twin.revise_entry("e0", "lesson", "revised", [SourceRef("task", "t1")], [], None, None)
+    twin.deactivate_entry("e1", "stale", None)
+    twin.erase_entry("e2", "er_1")
+    assert held == before
+    assert held.pending_events == []
+    assert len(twin.pending_events) == 4
+
+
+def test_a_load_sees_every_writer_of_the_store_and_reads_only_what_is_new(
+        open_app: Callable[[], Dreaming], monkeypatch: pytest.MonkeyPatch) -> None:
+    here, there = open_app(), open_app()
+    memory_with_entries(here, 60)  # past the first snapshot
+    assert memory(here).head_revision == 61
+    there.records.add_entry(LOCAL, "s", "m", "from-there", "lesson", "written elsewhere")
+    read: list[Any] = []
+    events_after = here.store._events_after
+
+    def counted(aggregate_id: Any, version: int) -> Any:
+        found = list(events_after(aggregate_id, version))
+        read.append(len(found))
+        return found
+
+    monkeypatch.setattr(here.store, "_events_after", counted)
+    seen = memory(here)
+    assert seen.current_entry("from-there").text == "written elsewhere"
+    assert read == [1]  # the held Memory, and the one event stored after it
+    assert seen == there.store.repository.get(MEMORY)
+
+
+def test_a_failed_command_leaves_nothing_behind(app: Dreaming,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    memory_with_entries(app, 2)
+    memory(app)  # held
+    commit = app.store.commit
+
+    def conflicting(*changed: Any, **kwargs: Any) -> Any:
+        raise WriteConflictError("another writer went first")
+
+    monkeypatch.setattr(app.store, "commit", conflicting)
+    with pytest.raises(WriteConflictError):
+        app.records.add_entry(LOCAL, "s", "m", "lost", "lesson", "never stored")
+    monkeypatch.setattr(app.store, "commit", commit)
+    after = memory(app)
+    assert "lost" not in after.entry_versions
+    assert after.pending_events == []
+    assert after == app.store.repository.get(MEMORY)
+
+
+def test_an_erasure_by_another_process_is_seen_at_the_next_load(
+        open_app: Callable[[], Dreaming]) -> None:
+    here, there = open_app(), open_app()
+    memory_with_entries(here, 2)
+    assert memory(here).current_entry("e0").text == "lesson 0"  # held here, readable
+    there.erasures.erase(LOCAL, "s", ErasureTarget.of_entry("m", "e0"), "asked to forget",
+                         lambda scope, records: [])
+    assert memory(here).current_entry("e0").text == ERASED_TEXT
+    assert memory(here).current_entry("e1").text == "lesson 1"
+
+
+def test_adding_an_entry_costs_no_more_in_a_large_memory(
+        app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The events a load decodes do not grow with the Memory: one held Memory, the events
+    after it, never its whole snapshot again."""
+    memory_with_entries(app, 120)
+    decoded: list[int] = []
+    to_domain_event = app.store.mapper.to_domain_event
+
+    def counted(stored: Any) -> Any:
+        decoded.append(len(stored.state))
+        return to_domain_event(stored)
+
+    monkeypatch.setattr(app.store.mapper, "to_domain_event", counted)
+    app.records.add_entry(LOCAL, "s", "m", "one-more", "lesson", "small")
+    largest = max(decoded, default=0)
+    assert largest < 2_000  # an event of its own, not a snapshot of 120 entries
