@@ -14,8 +14,8 @@ import pytest
 from application.bootstrap import Dreaming
 from application.erasure import ErasureTarget
 from domain.artifact import Artifact
-from domain.errors import WriteConflictError
 from domain.erasure import ERASED_TEXT
+from domain.errors import WriteConflictError
 from domain.ids import artifact_aggregate_id
 from domain.policy import LOCAL
 from domain.refs import ArtifactFamily, SourceRef
