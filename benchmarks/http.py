@@ -7,8 +7,9 @@ clients (one thread and one keep-alive ``httpx.Client`` per client):
 
 * **add-entry**: ``POST /v1/scopes/{s}/memories/{m}/entries``, a small entry with a fresh id.
   Each client writes to its own scope. A client moves to a new, pre-created Memory after every
-  ``--memory-entries`` entries, because each write replays the whole Memory: the latency depends
-  on the Memory's size, and this keeps that size the same for every case and round.
+  ``--memory-entries`` entries, so every case and round writes Memories of the same sizes.
+  (Before Memories were held between loads, ADR-0034, each write replayed the whole Memory and
+  the latency grew with it; a large ``--memory-entries`` shows that it no longer does.)
 * **exact read**: ``GET /v1/scopes/{s}/memories/{m}/revisions/{n}/entries/{e}/versions/{v}`` of
   the newest entry of a Memory holding ``--memory-entries`` entries (one Memory per client).
 
