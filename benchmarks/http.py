@@ -9,7 +9,10 @@ clients (one thread and one keep-alive ``httpx.Client`` per client):
   Each client writes to its own scope. A client moves to a new, pre-created Memory after every
   ``--memory-entries`` entries, so every case and round writes Memories of the same sizes.
   (Before Memories were held between loads, ADR-0034, each write replayed the whole Memory and
-  the latency grew with it; a large ``--memory-entries`` shows that it no longer does.)
+  the latency grew with it.)
+* **add-entry, large Memory**: the same, every entry into one Memory per client that holds
+  1,000 entries (quick: 60) before the first timed request, and more with every round: with
+  Memories held between loads its cost does not grow with the Memory.
 * **exact read**: ``GET /v1/scopes/{s}/memories/{m}/revisions/{n}/entries/{e}/versions/{v}`` of
   the newest entry of a Memory holding ``--memory-entries`` entries (one Memory per client).
 
@@ -74,11 +77,12 @@ class Sizes:
     rounds: int
     requests: Mapping[int, int]  # concurrent clients -> requests per client per round
     warmup: int  # requests per client per case before the first round
+    large_memory: int  # entries in each client's large Memory before its first timed request
 
 
 # Calibrated on a 2-core VM so one round of each case takes roughly 3-6 s.
-FULL_SIZES = Sizes(3, {1: 1000, 8: 150}, 50)
-QUICK_SIZES = Sizes(2, {1: 40, 8: 10}, 5)
+FULL_SIZES = Sizes(3, {1: 1000, 8: 150}, 50, 1000)
+QUICK_SIZES = Sizes(2, {1: 40, 8: 10}, 5, 60)
 
 
 # --- the server under test -----------------------------------------------------
@@ -199,6 +203,8 @@ class Session:
     client: httpx.Client
     scope_id: str
     read_path: str = ""
+    large_memory: int = 0  # its size when the large-Memory case first writes to it
+    large_filled: bool = False
 
     def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = send(self.client, Call("POST", path,
@@ -254,7 +260,18 @@ def plan_exact_read(session: Session, tag: str, requests: int, memory_entries: i
     return [Call("GET", session.read_path)] * requests
 
 
-CASES: dict[str, Planner] = {"add-entry": plan_add_entry, "exact read": plan_exact_read}
+def plan_add_to_large_memory(session: Session, tag: str, requests: int,
+                             memory_entries: int) -> list[Call]:
+    del memory_entries  # one Memory, growing: its size is the point of the case
+    if not session.large_filled:
+        session.fill_memory("large", session.large_memory)
+        session.large_filled = True
+    return [entry_call(session.scope_id, "large", f"{tag}-{n}") for n in range(requests)]
+
+
+CASES: dict[str, Planner] = {"add-entry": plan_add_entry,
+                             "add-entry, large Memory": plan_add_to_large_memory,
+                             "exact read": plan_exact_read}
 
 
 # --- measuring ----------------------------------------------------------------------
@@ -326,6 +343,8 @@ def benchmark_server(server: Server, store: str, sizes: Sizes, memory_entries: i
     results = [Measurement(store, case, clients) for case in CASES for clients in CLIENT_COUNTS]
     with ExitStack() as stack:
         sessions = [open_session(stack, server, i) for i in range(max(CLIENT_COUNTS))]
+        for session in sessions:
+            session.large_memory = sizes.large_memory
         for m in results:
             run_case(sessions, m.case, m.clients, sizes.warmup, "warmup", memory_entries)
         for round_ in range(1, sizes.rounds + 1):  # interleaved, so noise hits every case alike
