@@ -131,8 +131,7 @@ class AutoDreaming:
         self.clock = clock
 
     def state_of(self, scope_id: str) -> AutoDream:
-        auto: AutoDream | None = self.store.find(AutoDream.create_id(scope_id), AutoDream)
-        return auto if auto is not None else AutoDream.start(scope_id)
+        return _or_start(scope_id, self.store.find(AutoDream.create_id(scope_id), AutoDream))
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -190,8 +189,7 @@ class AutoDreaming:
         """The scope and its automatic-dreaming state, read together."""
         key = AutoDream.create_id(scope_id)
         scope, found = self.gate.load_with(scope_id, {key: AutoDream})
-        auto: AutoDream | None = found[key]
-        return scope, auto if auto is not None else AutoDream.start(scope_id)
+        return scope, _or_start(scope_id, found[key])
 
     def _admit_when_due(self, scope: Scope, auto: AutoDream, log: RecordLog,
                         settled: Settlement | None) -> Tick:
@@ -283,6 +281,11 @@ class AutoDreaming:
     def _status(auto: AutoDream, report: GateReport) -> AutoStatus:
         return AutoStatus(auto.scope_id, auto.cursor, auto.window, auto.last_success_at,
                           auto.last_ended_at, auto.retry, report)
+
+
+def _or_start(scope_id: str, auto: AutoDream | None) -> AutoDream:
+    """The scope's automatic-dreaming state as stored, or its start when it has none yet."""
+    return auto if auto is not None else AutoDream.start(scope_id)
 
 
 def _capacity(scope: Scope, queue: DreamQueue, parts: Sequence[WindowPart]) -> Gate:

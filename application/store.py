@@ -113,7 +113,8 @@ class EventStore(Application[UUID]):
     name = "Dreaming"  # the stored application name: table names derive from it
     # Memories and queues live as long as their scope: snapshots keep loading them cheap.
     snapshotting_intervals = {Artifact: 50, DreamQueue: 20}
-    # Rebuilding a Memory decodes every entry it ever had: the latest is held (ADR-0034).
+    # Rebuilding a grown Memory decodes every entry it ever had: the latest is held once it
+    # may have a snapshot (ADR-0034); a smaller one loads from its events in one query.
     held_kinds: tuple[type[Artifact], ...] = (Artifact,)
     keyring: Keyring | None = None  # the data keys, where the store seals (ADR-0030)
 
@@ -215,7 +216,8 @@ class EventStore(Application[UUID]):
             if aggregate is None:
                 raise AggregateNotFoundError(aggregate_id)
         self._learn_snapshotting(aggregate, at_head=version is None)
-        if version is None and isinstance(aggregate, self.held_kinds):
+        if (version is None and isinstance(aggregate, self.held_kinds)
+                and self._may_have_snapshot(aggregate)):
             self.held.keep(aggregate)
         return aggregate
 

@@ -51,6 +51,18 @@ def test_a_fork_shares_nothing_a_command_changes(app: Dreaming) -> None:
     assert len(twin.pending_events) == 4
 
 
+def test_only_a_memory_grown_past_its_first_snapshot_is_held(
+        open_app: Callable[[], Dreaming]) -> None:
+    small, large = open_app(), open_app()
+    memory_with_entries(small, 3)
+    memory(small)
+    assert len(small.store.held) == 0  # loaded from its events in one query, as before
+    for n in range(3, 60):
+        small.records.add_entry(LOCAL, "s", "m", f"e{n}", "lesson", f"lesson {n}")
+    memory(large)
+    assert len(large.store.held) == 1
+
+
 def test_a_load_sees_every_writer_of_the_store_and_reads_only_what_is_new(
         open_app: Callable[[], Dreaming], monkeypatch: pytest.MonkeyPatch) -> None:
     here, there = open_app(), open_app()
@@ -74,7 +86,7 @@ def test_a_load_sees_every_writer_of_the_store_and_reads_only_what_is_new(
 
 def test_a_failed_command_leaves_nothing_behind(app: Dreaming,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    memory_with_entries(app, 2)
+    memory_with_entries(app, 60)  # past the first snapshot: held
     memory(app)  # held
     commit = app.store.commit
 
@@ -94,7 +106,7 @@ def test_a_failed_command_leaves_nothing_behind(app: Dreaming,
 def test_an_erasure_by_another_process_is_seen_at_the_next_load(
         open_app: Callable[[], Dreaming]) -> None:
     here, there = open_app(), open_app()
-    memory_with_entries(here, 2)
+    memory_with_entries(here, 60)  # past the first snapshot: held
     assert memory(here).current_entry("e0").text == "lesson 0"  # held here, readable
     there.erasures.erase(LOCAL, "s", ErasureTarget.of_entry("m", "e0"), "asked to forget",
                          lambda scope, records: [])
