@@ -9,9 +9,10 @@ its Candidate proposed, and that Candidate approved with its new Experience (11 
 * **catch-up**: each read model's live runner (``start_projection``) applies the first C events
   from an empty view (C = 200,000 full, all quick); events/s = C / time to reach position C.
 * **rebuild**: ``rebuild`` re-applies all N events to each live view, 1,000 per transaction.
-* **replay verification**: ``dream audit replay`` (``adapters.store.replay_verification.verify``)
-  rebuilds every read model into scratch over all N events and compares each table with the
-  live one; per projection events/s, and the total time for all of them.
+* **replay verification**: ``dream audit replay --json --processes P`` (P = 1, 2), run as a
+  command: every read model rebuilt into scratch together over all N events and each table
+  compared with the live one; its wall time, the peak RSS of its largest process, and per
+  read model the time spent applying events.
 
 Where the limit is: the store's read rate alone, and read with every event decoded, over all N
 events (every replay pays the decoding before it applies anything).
@@ -24,6 +25,7 @@ Target printed alongside: >= 5,000 events/s per projection on SQLite.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -38,7 +40,6 @@ from eventsourcing.domain import Aggregate
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming, open_store
 from adapters.store.projection_runtime import start_projection
-from adapters.store.replay_verification import verify
 from adapters.store.shared_feed import BATCH_EVENTS, store_fetch
 from adapters.store.view_batches import rebuild
 from application.bootstrap import Dreaming
@@ -65,6 +66,7 @@ UNITS_PER_SAVE = 40
 ENTRIES_PER_MEMORY = 200
 EVENTS_PER_UNIT = 11
 TARGET_EVENTS_PER_SECOND = 5_000.0
+REPLAY_PROCESSES = (1, 2)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -85,6 +87,7 @@ class Row:
     phase: str  # "catch-up", "rebuild" or "replay verification"
     events: int
     seconds: float
+    peak_rss_mb: float | None = None
 
     @property
     def events_per_second(self) -> float:
@@ -212,16 +215,40 @@ def _read_only(app: EventStore) -> Callable[[int, int, int], int]:
 
 
 def measure_replay(settings: Settings, store: str, say: Callable[[str], None]) -> list[Row]:
+    """``dream audit replay`` as an operator runs it, in 1 and in 2 processes: its wall time
+    and the peak memory of its largest process; per read model, the time spent applying
+    (reading and decoding is shared)."""
     rows = []
-    for comparison in verify(settings, READ_MODELS):
-        if not comparison.equal:
-            msg = f"{comparison.projection}: the replay differs from the live view"
+    for processes in REPLAY_PROCESSES:
+        report, seconds, peak_mb = _replay_command(settings, processes)
+        if not report["equal"]:
+            msg = "a replay differs from its live view"
             raise AssertionError(msg)
-        rows.append(Row(store, comparison.projection, "replay verification",
-                        comparison.events, comparison.seconds))
-        say(f"  [{store}] {comparison.projection}: replayed {comparison.events:,} events at "
-            f"{rows[-1].events_per_second:,.0f} events/s (equal)")
+        if processes == 1:
+            rows += [Row(store, p["projection"], "replay: applying", p["events"], p["seconds"])
+                     for p in report["projections"]]
+        rows.append(Row(store, "all", f"replay verification, {processes} process"
+                        f"{'es' if processes > 1 else ''}", report["events"], seconds, peak_mb))
+        say(f"  [{store}] dream audit replay --processes {processes}: {report['events']:,} "
+            f"events in {seconds:.1f} s, peak RSS {peak_mb:.0f} MB (equal)")
     return rows
+
+
+def _replay_command(settings: Settings, processes: int) -> tuple[dict[str, Any], float, float]:
+    """Run the command in a child that reports the peak RSS of the processes it waited for."""
+    store = (["--database-url", settings.database_url] if settings.database_url
+             else ["--data-dir", str(settings.data_dir)])
+    measured = ("import resource, subprocess, sys; "
+                "done = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, check=True); "
+                "sys.stdout.buffer.write(done.stdout); "
+                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)")
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", measured, sys.executable, "-m", "adapters.cli",
+                           "audit", "replay", *store, "--json", "--processes", str(processes)],
+                          capture_output=True, text=True, check=True)
+    seconds = time.perf_counter() - started
+    peak_kb = int(done.stderr.strip().splitlines()[-1])
+    return json.loads(done.stdout), seconds, peak_kb / 1024
 
 
 def benchmark_store(settings: Settings, store: str, sizes: Sizes,
@@ -243,18 +270,17 @@ def benchmark_store(settings: Settings, store: str, sizes: Sizes,
         say(f"  [{store}] {spec.name}: rebuilt over {head:,} events at "
             f"{rows[-1].events_per_second:,.0f} events/s")
     replay = measure_replay(settings, store, say)
-    total = sum(row.seconds for row in replay)
+    wall = {row.phase: row.seconds for row in replay if row.projection == "all"}
     return rows + replay, {"events": head, "build_seconds": build_seconds,
-                           "replay_total_seconds": total}
+                           "replay_seconds": wall}
 
 
-def table(rows: list[Row], totals: dict[str, dict[str, Any]]) -> str:
-    lines = ["| store | read model | phase | events | seconds | events/s |",
-             "|---|---|---|---:|---:|---:|"]
+def table(rows: list[Row]) -> str:
+    lines = ["| store | read model | phase | events | seconds | events/s | peak RSS MB |",
+             "|---|---|---|---:|---:|---:|---:|"]
     lines += [f"| {r.store} | {r.projection} | {r.phase} | {r.events:,} | {r.seconds:,.1f} | "
-              f"{r.events_per_second:,.0f} |" for r in rows]
-    lines += [f"| {store} | all | replay verification, total | {t['events']:,} | "
-              f"{t['replay_total_seconds']:,.1f} | - |" for store, t in totals.items()]
+              f"{r.events_per_second:,.0f} | "
+              f"{'-' if r.peak_rss_mb is None else f'{r.peak_rss_mb:,.0f}'} |" for r in rows]
     return "\n".join(lines)
 
 
@@ -289,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
               "rows": [asdict(r) | {"events_per_second": r.events_per_second} for r in rows]}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result, indent=1) if args.json else table(rows, totals))
+    print(json.dumps(result, indent=1) if args.json else table(rows))
     say(f"wrote {args.output}")
     return 0 if all(status == "ok" for status in stores.values()) else 1
 

@@ -130,10 +130,11 @@ def test_dream_audit_replay_exits_1_on_a_tampered_view_and_traces_from_the_cli(
     store = (["--database-url", settings.database_url] if settings.database_url
              else ["--data-dir", str(settings.data_dir)])
 
-    clean = dream("audit", "replay", *store, "--json")
+    clean = dream("audit", "replay", *store, "--json", "--processes", "2")
     assert clean.returncode == 0, clean.stderr
     report = json.loads(clean.stdout)
     assert report["equal"] is True
+    assert report["events"] == max(p["position"] for p in report["projections"]) > 0
     assert {p["projection"] for p in report["projections"]} >= {"knowledge", "review_inbox"}
 
     view = open_view(REVIEW_INBOX, settings)
@@ -142,8 +143,10 @@ def test_dream_audit_replay_exits_1_on_a_tampered_view_and_traces_from_the_cli(
             cursor.execute(f"UPDATE {view.table()} SET proposer = 'mallory'", {})
     finally:
         view.close()
-    tampered = dream("audit", "replay", *store)
+    tampered = dream("audit", "replay", *store, "--processes", "3")
     assert tampered.returncode == 1
+    assert "8 read models in" in tampered.stdout
+    assert "3 processes" in tampered.stdout
     assert "DIFFERENCES FOUND" in tampered.stdout
     assert "mallory" in tampered.stdout  # the first differing row is shown
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import asdict
 
 from adapters.cli.options import (
@@ -32,20 +33,25 @@ def _audit_replay(args: argparse.Namespace) -> int:
     """Rebuild every read model into scratch and compare; exit 1 on any difference."""
     specs = [read_model(name) for name in args.projection] if args.projection else READ_MODELS
     bar = None if args.json else ProgressBar(sys.stderr)
-    from adapters.store.replay_verification import verify  # noqa: PLC0415 - this command only
+    from adapters.store.replay_processes import verify_in_processes  # noqa: PLC0415 - only here
 
-    report = verify(settings_from(args), specs, None if bar is None else bar.update)
+    started = time.perf_counter()
+    report = verify_in_processes(settings_from(args), specs, args.processes,
+                                 None if bar is None else bar.update)
+    seconds = time.perf_counter() - started
     if bar is not None:
         bar.finish()
     equal = all(comparison.equal for comparison in report)
+    events = max((comparison.events for comparison in report), default=0)
     if args.json:
-        print(json.dumps({"equal": equal, "projections": [asdict(c) | {"equal": c.equal}
-                                                          for c in report]}, indent=2))
+        print(json.dumps({"equal": equal, "seconds": round(seconds, 3), "events": events,
+                          "projections": [asdict(c) | {"equal": c.equal} for c in report]},
+                         indent=2))
         return 0 if equal else 1
     for comparison in report:
         print(f"{comparison.projection:<14} position {comparison.position:>9,}  "
               f"{comparison.events:>9,} events replayed  "
-              f"{comparison.events_per_second:>9,.0f} events/s  "
+              f"{comparison.events_per_second:>9,.0f} applied/s  "
               f"{'EQUAL' if comparison.equal else 'DIFFERENT'}"
               + (f"  (the live view is {comparison.store_head - comparison.position:,} events "
                  "behind the store)" if comparison.store_head > comparison.position else ""))
@@ -57,6 +63,9 @@ def _audit_replay(args: argparse.Namespace) -> int:
                 print(f"      only live:     {json.dumps(row, sort_keys=True)}")
             for row in table.only_replayed:
                 print(f"      only replayed: {json.dumps(row, sort_keys=True)}")
+    print(f"replayed {events:,} events into {len(report)} read models in {seconds:,.1f} s "
+          f"({events / seconds if seconds else 0:,.0f} events/s, {args.processes} "
+          f"process{'es' if args.processes > 1 else ''})")
     print("every read model equals its replay" if equal
           else "DIFFERENCES FOUND: the live read models do not match the event store")
     return 0 if equal else 1
@@ -122,6 +131,10 @@ def add_commands(commands: Commands) -> None:
     replay.add_argument("--projection", action="append",
                         choices=[spec.name for spec in READ_MODELS],
                         help="only this read model (repeatable; default: all)")
+    replay.add_argument("--processes", type=int, default=1, choices=range(1, 9),
+                        metavar="N", help="share the read models among N processes (1-8; "
+                        "default 1), each reading the events itself: faster by up to the "
+                        "machine's idle cores")
     replay.add_argument("--json", action="store_true", help="print JSON only, no progress")
     replay.set_defaults(handler=_audit_replay)
     trace = sub.add_parser("trace", help="revision -> candidate -> run -> manifest -> entries")

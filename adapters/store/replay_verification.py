@@ -1,12 +1,18 @@
 """Replay verification: rebuild every read model from the event store into a scratch database
 and compare it, table by table, with the live one.
 
-For each projection the live view's tables and its tracking position L are read in one snapshot
-(a read transaction on SQLite, REPEATABLE READ on PostgreSQL), a scratch view (a temporary
-SQLite file, or a temporary PostgreSQL schema) is built by applying events 1..L through the
-projection's own code, and every table is compared: row counts, a digest over the sorted rows,
-and the first rows that differ. A running service can be verified however busy it is: its
-host goes on applying events after the snapshot, and the replay stops at L.
+Each live view is opened in a snapshot (a read transaction on SQLite, REPEATABLE READ on
+PostgreSQL) that stays open until its comparison ends; the snapshot gives its tracking position
+L. Scratch views (temporary SQLite files, or a temporary PostgreSQL schema each) are built
+together: each batch of events is read and decoded once and applied to every scratch view whose
+L it has not passed, through the projection's own code. A running service can be verified
+however busy it is: its hosts go on applying events after the snapshots, and each replay stops
+at its L.
+
+Tables are compared as multisets of rows, streamed, so memory stays flat however large a view
+is: each row is hashed (BLAKE2b over its values, columns sorted by name) and a table's digest is
+the sum of its rows' hashes modulo 2**256, equal for equal tables whatever order the rows come
+in. Only when digests differ are the rows read again, to show the first that differ.
 
 Dead letters are compared too (without their wall-clock ``recorded_at``): a replay must hit the
 same poison events as the live view did.
@@ -15,32 +21,36 @@ same poison events as the live view did.
 from __future__ import annotations
 
 import hashlib
-import json
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from eventsourcing.persistence import InfrastructureFactory
+from eventsourcing.persistence import InfrastructureFactory, Tracking
+from eventsourcing.projection import Projection
 from eventsourcing.utils import Environment
 from psycopg.sql import SQL, Identifier
 
 from adapters.settings import Settings
 from adapters.store.persistence import application_env, open_store, prefixed_env
-from adapters.store.view_batches import Progress, apply_events, open_view
-from application.store import EventStore
+from adapters.store.shared_feed import BATCH_EVENTS, store_fetch
+from adapters.store.view_batches import Progress, apply_batch, open_view
+from projections.backends import PostgresProjectionView
 from projections.base import ProjectionSpec, ProjectionView
 from projections.dead_letters import DEAD_LETTERS
-from projections.dialect import Row, ViewCursor
+from projections.dialect import ViewCursor
 
 MAX_DIFFERENCES = 5
 IGNORED_COLUMNS = {DEAD_LETTERS: {"recorded_at"}}  # wall-clock time of the failure
-
+ROWS_PER_FETCH = 2_000
+DIGEST_BITS = 256
+REPLAY = "replay"  # the name progress is reported under: every read model moves together
 
 
 @dataclass(frozen=True)
@@ -64,7 +74,7 @@ class ProjectionComparison:
     position: int  # the live view's position, where both were compared
     store_head: int  # the event store's last position when the comparison finished
     events: int
-    seconds: float
+    seconds: float  # applying its events (reading and decoding them is shared by every replay)
     tables: list[TableComparison]
 
     @property
@@ -79,27 +89,66 @@ class ProjectionComparison:
 def verify(settings: Settings, specs: Sequence[ProjectionSpec[Any]],
            progress: Progress | None = None) -> list[ProjectionComparison]:
     """Compare every projection in ``specs`` with a replay of the event store."""
-    with closing(open_store(settings, for_views=True)) as app:
-        return [_verify_one(app, settings, spec, progress) for spec in specs]
+    with closing(open_store(settings, for_views=True)) as app, ExitStack() as stack:
+        replays = [_Replay.opened(stack, settings, spec, app.name) for spec in specs]
+        fetch = store_fetch(app)
+        head = max((replay.target for replay in replays), default=0)
+        position = 0
+        while position < head:
+            events = fetch(position, head, BATCH_EVENTS)  # read and decoded once for all
+            if not events:
+                break
+            for replay in replays:
+                replay.apply(events)
+            position = events[-1][1].notification_id
+            if progress is not None:
+                progress(REPLAY, position, head)
+        return [replay.compared(app.max_position()) for replay in replays]
 
 
-def _verify_one(app: EventStore, settings: Settings, spec: ProjectionSpec[Any],
-                progress: Progress | None) -> ProjectionComparison:
-    with closing(open_view(spec, settings)) as live, _scratch_view(spec, settings) as scratch:
-        # The live view's tables and position are read in one snapshot, so its host may go on
-        # applying events meanwhile: the replay stops at the position the snapshot shows.
-        with live.snapshot() as cursor:
-            target = live.position_in(cursor, app.name)
-            live_tables = _read_tables(live, cursor)
-        started = time.perf_counter()
-        replayed = apply_events(app, spec.runnable(view=scratch), scratch, target, progress)
-        seconds = time.perf_counter() - started
-        with scratch.reading() as cursor:
-            replayed_tables = _read_tables(scratch, cursor)
-        tables = [_compare(name, live_tables[name], replayed_tables.get(name, []))
-                  for name in live_tables]
-        return ProjectionComparison(spec.name, target, app.max_position(), replayed, seconds,
-                                    tables)
+@dataclass
+class _Replay:
+    """One read model's live snapshot and its scratch rebuild, side by side."""
+
+    spec: ProjectionSpec[Any]
+    live: ProjectionView
+    live_cursor: ViewCursor  # the snapshot, open until the comparison ends
+    target: int  # the live view's position in its snapshot
+    scratch: ProjectionView
+    projection: Projection[Any]
+    events: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def opened(cls, stack: ExitStack, settings: Settings, spec: ProjectionSpec[Any],
+               application_name: str) -> _Replay:
+        live = stack.enter_context(closing(open_view(spec, settings)))
+        cursor = stack.enter_context(live.snapshot())
+        scratch = stack.enter_context(_scratch_view(spec, settings))
+        return cls(spec, live, cursor, live.position_in(cursor, application_name),
+                   scratch, spec.runnable(view=scratch))
+
+    def apply(self, events: list[tuple[Any, Tracking]]) -> None:
+        """Apply the events at or before the target, in one transaction."""
+        if events[-1][1].notification_id > self.target:
+            events = [event for event in events if event[1].notification_id <= self.target]
+        if events:
+            started = time.perf_counter()
+            apply_batch(self.projection, self.scratch, events)
+            self.seconds += time.perf_counter() - started
+            self.events += len(events)
+
+    def compared(self, store_head: int) -> ProjectionComparison:
+        with self.scratch.snapshot() as scratch_cursor:
+            scratch_tables = {_logical_name(self.scratch, quoted): quoted
+                              for quoted in _tables(self.scratch)}
+            tables = [
+                _compare(name, _TableRows(self.live, self.live_cursor, quoted, name),
+                         _TableRows(self.scratch, scratch_cursor, scratch_tables[name], name))
+                for quoted in _tables(self.live)
+                for name in [_logical_name(self.live, quoted)]]
+        return ProjectionComparison(self.spec.name, self.target, store_head, self.events,
+                                    self.seconds, tables)
 
 
 @contextmanager
@@ -134,15 +183,8 @@ def _construct(spec: ProjectionSpec[Any], env: dict[str, str], *,
 # -- comparing -------------------------------------------------------------------------------------
 
 
-def _read_tables(view: ProjectionView, cursor: ViewCursor) -> dict[str, list[str]]:
-    """Each table's rows as canonical JSON, sorted; keyed by the table's name in the view."""
-    tables = {}
-    for quoted in [*view.view_tables(), view.table(DEAD_LETTERS)]:
-        cursor.execute(f"SELECT * FROM {quoted}", {})
-        name = _logical_name(view, quoted)
-        ignored = IGNORED_COLUMNS.get(name, set())
-        tables[name] = sorted(_canonical(row, ignored) for row in cursor.fetchall())
-    return tables
+def _tables(view: ProjectionView) -> list[str]:
+    return [*view.view_tables(), view.table(DEAD_LETTERS)]
 
 
 def _logical_name(view: ProjectionView, quoted: str) -> str:
@@ -153,10 +195,49 @@ def _logical_name(view: ProjectionView, quoted: str) -> str:
     return unquoted.removeprefix(prefix) or "main"
 
 
-def _canonical(row: Row, ignored: set[str]) -> str:
-    return json.dumps({key: _jsonable(value) for key, value in dict(row).items()
-                       if key not in ignored}, sort_keys=True, ensure_ascii=False,
-                      separators=(",", ":"))
+class _TableRows:
+    """A table's rows as tuples of its columns sorted by name (less the ignored ones), read in
+    pages from an open transaction, as often as asked."""
+
+    def __init__(self, view: ProjectionView, cursor: ViewCursor, quoted: str, name: str) -> None:
+        # The library wraps sqlite3's cursor without ``description`` or ``fetchmany``.
+        self.cursor: Any = getattr(cursor, "sqlite_cursor", cursor)
+        self.quoted = quoted
+        self.postgres = isinstance(view, PostgresProjectionView)
+        self.cursor.execute(f"SELECT * FROM {quoted} LIMIT 0", {})
+        ignored = IGNORED_COLUMNS.get(name, set())
+        self.names = sorted(column[0] for column in self.cursor.description
+                            if column[0] not in ignored)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        select = f"SELECT {', '.join(f'{chr(34)}{name}{chr(34)}' for name in self.names)} " \
+                 f"FROM {self.quoted}"
+        if not self.postgres:  # sqlite3 steps through the result as it is fetched
+            self.cursor.execute(select, {})
+            yield from self._pages(lambda: self.cursor.fetchmany(ROWS_PER_FETCH))
+            return
+        # psycopg would hold the whole result: page through a server-side cursor instead
+        self.cursor.execute(f"DECLARE replay_rows NO SCROLL CURSOR FOR {select}")
+        try:
+            yield from self._pages(lambda: self.cursor.execute(
+                f"FETCH {ROWS_PER_FETCH} FROM replay_rows").fetchall())
+        finally:
+            self.cursor.execute("CLOSE replay_rows")
+
+    @staticmethod
+    def _pages(page: Callable[[], list[Any]]) -> Iterator[tuple[Any, ...]]:
+        while rows := page():
+            for row in rows:
+                yield tuple(row.values()) if isinstance(row, dict) else tuple(row)
+
+    def as_dict(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        return dict(zip(self.names, (_jsonable(value) for value in row), strict=True))
+
+
+def _row_hash(row: tuple[Any, ...]) -> bytes:
+    # Both sides are read from the same backend and schema, so their values have the same
+    # types, and ``repr`` (of None, numbers, strings and bytes) writes equal rows alike.
+    return hashlib.blake2b(repr(row).encode(), digest_size=DIGEST_BITS // 8).digest()
 
 
 def _jsonable(value: Any) -> Any:
@@ -167,19 +248,38 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _digest(rows: Sequence[str]) -> str:
-    hasher = hashlib.sha256()
+def _digest(rows: _TableRows) -> tuple[int, str]:
+    """The row count and the multiset digest: the sum of the rows' hashes, seeded with the
+    column names (so two tables of different columns differ even when empty)."""
+    total = int.from_bytes(_row_hash(tuple(rows.names)), "big")
+    count = 0
     for row in rows:
-        hasher.update(row.encode("utf-8"))
-        hasher.update(b"\n")
-    return "sha256:" + hasher.hexdigest()
+        total += int.from_bytes(_row_hash(row), "big")
+        count += 1
+    return count, f"blake2b-sum:{total % (1 << DIGEST_BITS):064x}"
 
 
-def _compare(name: str, live: list[str], replayed: list[str]) -> TableComparison:
-    live_set, replayed_set = set(live), set(replayed)
+def _compare(name: str, live: _TableRows, replayed: _TableRows) -> TableComparison:
+    (live_count, live_digest), (replayed_count, replayed_digest) = _digest(live), _digest(replayed)
+    if live_digest == replayed_digest:
+        return TableComparison(name, live_count, replayed_count, live_digest, replayed_digest)
+    # The rows only one side has: counted by hash (rare, so the memory it takes is spent only
+    # when something is wrong), then read once more to show the first few of each.
+    surplus: Counter[bytes] = Counter(_row_hash(row) for row in live)
+    surplus.subtract(_row_hash(row) for row in replayed)
     return TableComparison(
-        table=name, live_rows=len(live), replayed_rows=len(replayed),
-        live_digest=_digest(live), replayed_digest=_digest(replayed),
-        only_live=[json.loads(row) for row in sorted(live_set - replayed_set)[:MAX_DIFFERENCES]],
-        only_replayed=[json.loads(row)
-                       for row in sorted(replayed_set - live_set)[:MAX_DIFFERENCES]])
+        name, live_count, replayed_count, live_digest, replayed_digest,
+        only_live=_first_surplus(live, surplus, 1), only_replayed=_first_surplus(replayed,
+                                                                                 surplus, -1))
+
+
+def _first_surplus(rows: _TableRows, surplus: Counter[bytes], sign: int) -> list[dict[str, Any]]:
+    found = []
+    for row in rows:
+        key = _row_hash(row)
+        if surplus[key] * sign > 0:
+            surplus[key] -= sign
+            found.append(rows.as_dict(row))
+            if len(found) == MAX_DIFFERENCES:
+                break
+    return found

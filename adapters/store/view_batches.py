@@ -90,17 +90,24 @@ def apply_events(app: Application[Any], projection: Projection[Any], view: Proje
         events = fetch(position, target, BATCH_EVENTS)
         if not events:
             break
-        try:
-            with view.batch() as cursor:
-                _apply(projection, events, cursor, announce)
-        except BatchAbortedError:  # rolled back: redo it an event per savepoint
-            with view.batch(careful=True) as cursor:
-                _apply(projection, events, cursor, announce)
+        apply_batch(projection, view, events, announce)
         position = events[-1][1].notification_id
         applied += len(events)
         if progress is not None:
             progress(projection.name, position, target)
     return applied
+
+
+def apply_batch(projection: Projection[Any], view: ProjectionView,
+                events: list[tuple[Any, Tracking]], announce: str | None = None) -> None:
+    """Apply ``events`` in one transaction; if one fails, redo them an event per savepoint, so
+    the failing one becomes a dead letter exactly as it does live."""
+    try:
+        with view.batch() as cursor:
+            _apply(projection, events, cursor, announce)
+    except BatchAbortedError:  # rolled back: redo it an event per savepoint
+        with view.batch(careful=True) as cursor:
+            _apply(projection, events, cursor, announce)
 
 
 def _apply(projection: Projection[Any], events: list[tuple[Any, Tracking]],
