@@ -23,9 +23,10 @@ class DataclassAsDict(Transcoding):
         self.type = cls
         self.name = name
         self.tuple_fields = tuple_fields
+        self.field_names = tuple(field.name for field in fields(cls))
 
     def encode(self, obj: Any) -> dict[str, Any]:
-        return {field.name: getattr(obj, field.name) for field in fields(obj)}
+        return {name: getattr(obj, name) for name in self.field_names}
 
     def decode(self, data: dict[str, Any]) -> Any:
         return self.type(**{key: tuple(value) if key in self.tuple_fields else value
