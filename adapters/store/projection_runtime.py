@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from threading import Condition, Event, Thread
+from threading import Condition, Event, Lock, Thread
 from time import monotonic
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -120,6 +120,11 @@ class RunningProjection(Generic[TView]):
         self._follower_waits = Event()  # a follower's reader asked this host to apply
         self._ask_host = Event()  # as a follower: a reader is coming, ask the host to apply
         self._on_applied: list[Callable[[], None]] = []
+        # Whoever is last, ``stop`` or the thread leaving ``_follow``, releases the view's
+        # lease and connections: never under a thread still applying a batch with them.
+        self._release_lock = Lock()
+        self._thread_done = False
+        self._thread_releases = False
         self._thread = Thread(target=self._follow, daemon=True, name=f"view-{self.name}")
         self._thread.start()
         self._listener = self._listen()
@@ -235,6 +240,15 @@ class RunningProjection(Generic[TView]):
     # -- following the store ----------------------------------------------------------------------
 
     def _follow(self) -> None:
+        try:
+            self._follow_until_stopped()
+        finally:
+            with self._release_lock:
+                self._thread_done = True
+                if self._thread_releases:  # stop() gave up waiting for this thread
+                    self._release()
+
+    def _follow_until_stopped(self) -> None:
         """Apply what is new, sleep until woken or the poll is due; on an error, back off."""
         backoff = Backoff(FIRST_RETRY_SECONDS)
         while not self._stopping.is_set():
@@ -317,7 +331,8 @@ class RunningProjection(Generic[TView]):
         if head > self._position:
             applied = apply_events(self.app, self._projection, self.view, head,
                                    progress=lambda _, position, __: self._committed(position),
-                                   start=self._position, fetch=self._fetch, announce=announce)
+                                   start=self._position, fetch=self._fetch, announce=announce,
+                                   keep_going=lambda: not self._stopping.is_set())
         if applied:
             events_applied(self.name, applied)
         # Nothing new: answer at once. Applied: unless the batch's transaction carried it.
@@ -374,7 +389,9 @@ class RunningProjection(Generic[TView]):
 
     def stop(self, timeout: float = DEFAULT_WAIT_SECONDS) -> None:
         """Stop following and release everything; bounded and quiet even if the store is
-        down (a thread stuck in a store call is a daemon and is left behind)."""
+        down. The thread ends after the batch it is applying; if it has not within
+        ``timeout`` (stuck in a store call), it is a daemon and releases the view as it
+        leaves: closing connections it is using would crash the process."""
         if self._stopping.is_set():
             return
         self._stopping.set()
@@ -386,6 +403,15 @@ class RunningProjection(Generic[TView]):
         self._thread.join(timeout)
         if self._listener is not None:
             self._listener.stop(max(0.0, deadline - monotonic()))
+        with self._release_lock:
+            if self._thread_done:
+                self._release()
+            else:
+                logger.warning("projection %r: its runner is still in a store call; it "
+                               "releases the view when that returns", self.name)
+                self._thread_releases = True
+
+    def _release(self) -> None:
         if self._lease is not None:  # hand the view over before closing what it needs
             with suppress(Exception):
                 self._lease.release()

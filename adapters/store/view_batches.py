@@ -74,19 +74,21 @@ def rebuild(spec: ProjectionSpec[TView], settings: Settings, *,
 def apply_events(app: Application[Any], projection: Projection[Any], view: ProjectionView,
                  target: int, progress: Progress | None = None, *,
                  start: int | None = None, fetch: Fetch | None = None,
-                 announce: str | None = None) -> int:
+                 announce: str | None = None,
+                 keep_going: Callable[[], bool] | None = None) -> int:
     """Apply the events after ``start`` (default: the view's position) up to ``target``, a
     batch per transaction; the number of events applied. A batch in which an event fails is
     redone with a savepoint per event, so a dead letter is recorded exactly as it is live.
     ``progress`` hears of each committed batch; ``fetch`` supplies the events (default: read
     from ``app``'s store); on PostgreSQL, ``announce`` is a channel NOTIFYed by each batch's
-    own transaction, so at its commit and at no extra round trip."""
+    own transaction, so at its commit and at no extra round trip; ``keep_going`` is asked
+    before each batch (a runner that is stopping ends after the batch it is applying)."""
     fetch = fetch or store_fetch(app)
     applied = 0
     position = (view.max_tracking_id(app.name) or 0) if start is None else start
     if progress is not None:
         progress(projection.name, position, target)
-    while position < target:
+    while position < target and (keep_going is None or keep_going()):
         events = fetch(position, target, BATCH_EVENTS)
         if not events:
             break
