@@ -18,6 +18,7 @@ Fetch = Callable[[int, int, int], list[Decoded]]  # after, up to (inclusive), at
 
 BATCH_EVENTS = 1_000
 FEED_KEEP_EVENTS = 5_000  # decoded events a SharedFeed holds for the views behind the first
+CLOSE_WAIT_SECONDS = 5.0
 
 
 def store_fetch(app: Application[Any]) -> Fetch:
@@ -74,4 +75,11 @@ class SharedFeed:
             del self._ids[:dropped], self._events[:dropped]
 
     def close(self) -> None:
-        self.app.close()
+        # Not under a fetch in progress (a runner that outlived its stop, stuck in a store
+        # call): closing a connection in use can crash the process. Such a runner is a
+        # daemon; its connection then goes with the process.
+        if self._lock.acquire(timeout=CLOSE_WAIT_SECONDS):
+            try:
+                self.app.close()
+            finally:
+                self._lock.release()
