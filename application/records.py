@@ -167,31 +167,40 @@ class Records:
     def amend_source(self, who: Who, scope_id: str, source_type: str, source_id: str, *,
                      text: str | None = None, payload: Mapping[str, Any] | None = None,
                      occurred_at: datetime | None = None) -> Written[Source]:
-        caller, _ = self.gate.enter(who, scope_id, Action.CONTRIBUTE)
-        source = self._source(scope_id, source_type, source_id)
+        caller, source = self._acting_on_source(who, scope_id, source_type, source_id,
+                                                Action.CONTRIBUTE)
         source.amend(text, payload, occurred_at)
         return Written(source, self.store.commit(source, acted_by=caller))
 
     @retry_on_write_conflict
     def withdraw_source(self, who: Who, scope_id: str, source_type: str, source_id: str,
                         reason: str) -> Written[Source]:
-        caller, _ = self.gate.enter(who, scope_id, Action.ADMINISTER)
-        source = self._source(scope_id, source_type, source_id)
+        caller, source = self._acting_on_source(who, scope_id, source_type, source_id,
+                                                Action.ADMINISTER)
         source.withdraw(reason)
         return Written(source, self.store.commit(source, acted_by=caller))
 
     def get_source(self, who: Who, scope_id: str, source_type: str, source_id: str) -> Source:
-        self.gate.scope_for(who, scope_id, Action.READ, Resource.source(source_type, source_id))
-        return self._source(scope_id, source_type, source_id)
+        return self._acting_on_source(who, scope_id, source_type, source_id, Action.READ,
+                                      Resource.source(source_type, source_id))[1]
+
+    def _acting_on_source(self, who: Who, scope_id: str, source_type: str, source_id: str,
+                          action: Action, resource: Resource | None = None
+                          ) -> tuple[Caller, Source]:
+        """``who`` authenticated and allowed ``action``, and the Source: one round trip."""
+        ref = self.gate.checked(who, lambda: SourceRef(source_type, source_id))
+        key = source_aggregate_id(scope_id, ref.source_type, ref.source_id)
+        acting = self.gate.acting_in(who, scope_id, action, {key: Source}, resource)
+        source: Source | None = acting.found[key]
+        if source is None:
+            raise _source_not_found(ref)
+        return acting.caller, source
 
     def _source(self, scope_id: str, source_type: str, source_id: str) -> Source:
         ref = SourceRef(source_type=source_type, source_id=source_id)
         source: Source = self.store.load(
             source_aggregate_id(check_scope_id(scope_id), ref.source_type, ref.source_id),
-            lambda: SourceNotFoundError(f"source {source_type}/{source_id} does not exist",
-                                        source=ref.to_dict()),
-            kind=Source,
-        )
+            lambda: _source_not_found(ref), kind=Source)
         return source
 
     # -- artifacts ---------------------------------------------------------------------------
@@ -435,3 +444,8 @@ class Records:
 def _artifact_not_found(family: str, artifact_id: str) -> ArtifactNotFoundError:
     return ArtifactNotFoundError(f"{family}/{artifact_id} does not exist", family=family,
                                  artifact_id=artifact_id)
+
+
+def _source_not_found(ref: SourceRef) -> SourceNotFoundError:
+    return SourceNotFoundError(f"source {ref.source_type}/{ref.source_id} does not exist",
+                               source=ref.to_dict())

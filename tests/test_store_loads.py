@@ -11,7 +11,7 @@ from adapters.generators.factory import GeneratorRegistry
 from application.bootstrap import Dreaming
 from application.store import EventStore
 from domain.dream_queue import DreamQueue
-from domain.errors import ScopeNotFoundError
+from domain.errors import ScopeNotFoundError, SourceNotFoundError
 from domain.ids import source_aggregate_id
 from domain.policy import LOCAL
 from domain.scope import Scope
@@ -203,3 +203,19 @@ def test_a_worker_reads_the_scope_with_the_runs_evidence_and_a_candidate_from_it
     # the run as stored. Ten reads before.
     assert len(store_reads) == 8, store_reads
     assert "snapshot" not in store_reads
+
+
+def test_reading_amending_and_withdrawing_a_source_each_read_in_one_round_trip(
+        app: Dreaming, store_reads: list[str]) -> None:
+    seed_scope(app, "s")
+    app.records.record_source(LOCAL, "s", "task", "t-1", text="first")
+    store_reads.clear()
+    assert app.records.get_source(LOCAL, "s", "task", "t-1").text == "first"
+    app.records.amend_source(LOCAL, "s", "task", "t-1", text="second")
+    assert app.records.get_source(LOCAL, "s", "task", "t-1").text == "second"
+    app.records.withdraw_source(LOCAL, "s", "task", "t-1", "recorded twice")
+    # The scope and the Source together, each time (two reads each, one after the other).
+    assert store_reads == ["select_events_of_many"] * 4
+    assert app.records.get_source(LOCAL, "s", "task", "t-1").withdrawn
+    with pytest.raises(SourceNotFoundError):
+        app.records.get_source(LOCAL, "s", "task", "t-2")
