@@ -108,7 +108,7 @@ def test_equal_tables_have_equal_digests_whatever_order_their_rows_were_written_
 
 
 def test_read_models_are_shared_among_processes_by_cost() -> None:
-    costs = {spec.name: REPLAY_COST.get(spec.name, 2) for spec in READ_MODELS}
+    costs = {spec.name: REPLAY_COST[spec.name] for spec in READ_MODELS}
     two = balanced_shares(READ_MODELS, 2)
     assert sorted(spec.name for share in two for spec in share) == sorted(costs)
     loads = [sum(costs[spec.name] for spec in share) for share in two]

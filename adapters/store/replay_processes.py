@@ -19,10 +19,11 @@ from adapters.store.view_batches import Progress
 from projections.base import ProjectionSpec
 from projections.catalog import READ_MODELS, read_model
 
-# What applying an event costs each read model, roughly, relative to the cheapest
-# (measured with `dream bench audit`); a read model not named here counts as 2.
-REPLAY_COST = {"event_feed": 6, "analytics": 6, "provenance": 4, "auto_records": 4,
-               "knowledge": 2, "runs": 2, "review_inbox": 2, "scopes": 1}
+# What applying the events costs each read model, roughly, in seconds per 200,000 events on
+# SQLite (`dream bench audit`, 1,000,000 events); a read model not named here counts as 4.
+REPLAY_COST = {"event_feed": 8, "provenance": 8, "analytics": 8, "auto_records": 5,
+               "knowledge": 4, "runs": 4, "review_inbox": 3, "scopes": 1}
+DEFAULT_COST = 4
 POLL_SECONDS = 0.5
 
 
@@ -63,11 +64,15 @@ def balanced_shares(specs: Sequence[ProjectionSpec[Any]], processes: int
     each to the share that costs least so far)."""
     shares: list[list[ProjectionSpec[Any]]] = [[] for _ in range(max(1, processes))]
     costs = [0] * len(shares)
-    for spec in sorted(specs, key=lambda spec: -REPLAY_COST.get(spec.name, 2)):
+    for spec in sorted(specs, key=lambda spec: -_cost(spec)):
         cheapest = costs.index(min(costs))
         shares[cheapest].append(spec)
-        costs[cheapest] += REPLAY_COST.get(spec.name, 2)
+        costs[cheapest] += _cost(spec)
     return [share for share in shares if share]
+
+
+def _cost(spec: ProjectionSpec[Any]) -> int:
+    return REPLAY_COST.get(spec.name, DEFAULT_COST)
 
 
 def _collect(workers: Sequence[BaseProcess], messages: Queue[tuple[str, int, Any]],
