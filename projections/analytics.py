@@ -150,16 +150,21 @@ class AnalyticsView(AnalyticsQueries, ABC):
     def _bump(self, cursor: ViewCursor, suffix: str, key: Mapping[str, object],
               counts: Mapping[str, int], nullable: tuple[str, ...] = ()) -> None:
         """Add ``counts`` to the counter row ``key``, creating it at zero first if needed."""
+        shape = (suffix, tuple(key), tuple(counts), nullable)
+        cursor.execute(self._statement(("bump", *shape), lambda: self._bump_sql(*shape)),
+                       {**key, **counts})
+        if cursor.fetchone() is None:
+            self._insert(cursor, suffix, {**key, **counts})
+
+    def _bump_sql(self, suffix: str, key: tuple[str, ...], counts: tuple[str, ...],
+                  nullable: tuple[str, ...]) -> str:
         p = self.dialect.param
         additions = ", ".join(f"{name} = {name} + {p(name)}" for name in counts)
         # IS NOT DISTINCT FROM (SQLite >= 3.39) matches NULL keys; "=" keeps the index usable.
         where = " AND ".join(
             f"{name} {'IS NOT DISTINCT FROM' if name in nullable else '='} {p(name)}"
             for name in key)
-        cursor.execute(f"UPDATE {self.table(suffix)} SET {additions} WHERE {where} "
-                       f"RETURNING {next(iter(key))}", {**key, **counts})
-        if cursor.fetchone() is None:
-            self._insert(cursor, suffix, {**key, **counts})
+        return f"UPDATE {self.table(suffix)} SET {additions} WHERE {where} RETURNING {key[0]}"
 
     def _count_candidate(self, cursor: ViewCursor, scope_id: str, family: str, origin: str,
                          moment: datetime, counter: str) -> None:

@@ -40,6 +40,7 @@ from eventsourcing.projection import Projection
 from application.store import EventStore
 from projections.dead_letters import DEAD_LETTER_COLUMNS, DEAD_LETTERS, DeadLetter
 from projections.dialect import Columns, Dialect, Row, ViewCursor, column_names, row_values
+from projections.memo import forget_memos
 
 MIGRATION_ROW = "__migration__"  # the library's own tracking row; never delete it
 FIRST_POLL_SECONDS = 0.005
@@ -151,7 +152,7 @@ class ProjectionView(TrackingRecorder, ABC):
         """
         batch = _BATCH.get()
         if batch is None or batch.view is not self:
-            with self._store().transaction(commit=True) as cursor:
+            with self._forgetting_on_failure(), self._store().transaction(commit=True) as cursor:
                 self._insert_tracking(cursor, tracking)
                 yield cursor
             return
@@ -175,6 +176,7 @@ class ProjectionView(TrackingRecorder, ABC):
             yield cursor
         except BaseException:
             cursor.execute("ROLLBACK TO SAVEPOINT view_event", {})
+            forget_memos(self)
             raise
         cursor.execute("RELEASE SAVEPOINT view_event", {})
 
@@ -192,7 +194,7 @@ class ProjectionView(TrackingRecorder, ABC):
         one per event. Careful: a savepoint per event (a failing event becomes a dead letter,
         as live); fast: none, and the first failure aborts the whole batch. The batch belongs
         to the calling thread or task only; its cursor is the transaction's."""
-        with self._batch_transaction(careful=careful) as cursor:
+        with self._forgetting_on_failure(), self._batch_transaction(careful=careful) as cursor:
             batch = _Batch(self, cursor, careful)
             token = _BATCH.set(batch)
             try:
@@ -201,6 +203,14 @@ class ProjectionView(TrackingRecorder, ABC):
                 _BATCH.reset(token)
             if batch.last is not None and batch.last is not batch.first:
                 self._insert_tracking(cursor, batch.last)
+
+    @contextmanager
+    def _forgetting_on_failure(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            forget_memos(self)
+            raise
 
     def _batch_transaction(self, *, careful: bool) -> AbstractContextManager[ViewCursor]:
         """The transaction of a :meth:`batch`."""
@@ -253,6 +263,7 @@ class ProjectionView(TrackingRecorder, ABC):
 
     def reset(self) -> None:
         """Delete every row and every tracking position: the next run starts from scratch."""
+        forget_memos(self)
         with self._writing() as cursor:
             for table in [*self.view_tables(), self.table(DEAD_LETTERS)]:
                 cursor.execute(f"DELETE FROM {table}", {})

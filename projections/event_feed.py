@@ -26,7 +26,15 @@ from eventsourcing.projection import Projection
 from domain.canonical import canonical_json
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
 from projections.base import ProjectionSpec, ProjectionView
-from projections.dialect import AGGREGATE_ID, SCOPE_ID, Columns, column_names, stored_text
+from projections.dialect import (
+    AGGREGATE_ID,
+    SCOPE_ID,
+    Columns,
+    ViewCursor,
+    column_names,
+    stored_text,
+)
+from projections.memo import memo_of
 from projections.paging import check_limit
 from projections.times import from_micros, to_micros
 
@@ -101,10 +109,9 @@ class EventFeedView(ProjectionView, ABC):
             scope = getattr(event, "scope_id", None)
             if isinstance(scope, str) and event.originator_version == 1:
                 self._insert(cursor, OWNERS, {"aggregate_id": aggregate, "scope_id": scope})
+                memo_of(self, OWNERS).remember(aggregate, scope)
             else:
-                row = self._fetch_equal(cursor, ("scope_id",), {"aggregate_id": aggregate},
-                                        OWNERS)
-                scope = None if row is None else row["scope_id"]
+                scope = self._owner(cursor, aggregate)
             if scope is None:
                 return
             self._insert(cursor, "", {
@@ -112,6 +119,18 @@ class EventFeedView(ProjectionView, ABC):
                 "aggregate_id": aggregate, "aggregate_version": event.originator_version,
                 "event": event_name(event), "recorded_at": to_micros(event.timestamp),
                 "fields": stored_text(canonical_json(public_fields(event)))})
+
+    def _owner(self, cursor: ViewCursor, aggregate: str) -> str | None:
+        """The scope of an aggregate whose first event this view applied (an owner row never
+        changes: remembered)."""
+        owners = memo_of(self, OWNERS)
+        scope: str | None = owners.get(aggregate)
+        if scope is None:
+            row = self._fetch_equal(cursor, ("scope_id",), {"aggregate_id": aggregate}, OWNERS)
+            if row is not None:
+                scope = str(row["scope_id"])
+                owners.remember(aggregate, scope)
+        return scope
 
     # -- queries ------------------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from projections.dialect import (
     ViewCursor,
     column_names,
 )
+from projections.memo import memo_of
 from projections.provenance_nodes import (
     DEFAULT_MAX_DEPTH,
     Dependent,
@@ -182,15 +183,24 @@ class ProvenanceView(ProjectionView, ABC):
         self._insert(cursor, "_identity", {
             "aggregate_id": str(aggregate_id), "scope_id": scope_id,
             "aggregate_type": aggregate_type, "family": family, "name": name})
+        memo_of(self, "identity").remember((aggregate_id, aggregate_type),
+                                           (scope_id, family, name))
 
     def _identity(self, cursor: ViewCursor, aggregate_id: UUID,
                   aggregate_type: str) -> tuple[str, str, str]:
-        """``(scope_id, family, name)`` of an aggregate whose creation this view applied."""
-        row = self._fetch_equal(cursor, ("scope_id", "family", "name"), {
-            "aggregate_id": str(aggregate_id), "aggregate_type": aggregate_type}, "_identity")
-        if row is None:
-            raise self._missing(aggregate_type, aggregate_id, "_identity")
-        return str(row["scope_id"]), str(row["family"]), str(row["name"])
+        """``(scope_id, family, name)`` of an aggregate whose creation this view applied (an
+        identity row never changes: remembered)."""
+        identities = memo_of(self, "identity")
+        identity: tuple[str, str, str] | None = identities.get((aggregate_id, aggregate_type))
+        if identity is None:
+            row = self._fetch_equal(cursor, ("scope_id", "family", "name"), {
+                "aggregate_id": str(aggregate_id), "aggregate_type": aggregate_type},
+                "_identity")
+            if row is None:
+                raise self._missing(aggregate_type, aggregate_id, "_identity")
+            identity = str(row["scope_id"]), str(row["family"]), str(row["name"])
+            identities.remember((aggregate_id, aggregate_type), identity)
+        return identity
 
     def _depends(self, cursor: ViewCursor, scope_id: str, dependent: Node,
                  dependencies: Iterable[Node], tracking: Tracking) -> None:

@@ -1,0 +1,49 @@
+"""What a view writes once and never changes (an aggregate's owner scope, its identity) is
+remembered by the process that applies events, and forgotten whenever one of the view's
+transactions rolls back or the view is reset, so a replay never trusts a row that was not
+committed."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.settings import Settings
+from adapters.store.shared_feed import store_fetch
+from adapters.store.view_batches import apply_batch, open_view
+from application.bootstrap import Dreaming
+from domain.policy import LOCAL
+from projections.event_feed import EVENT_FEED, OWNERS
+from projections.memo import Memo, memo_of
+
+
+def test_a_memo_forgets_everything_when_full() -> None:
+    memo: Memo[str, int] = Memo(size=3)
+    for n in range(3):
+        memo.remember(f"k{n}", n)
+    assert (len(memo), memo.get("k2")) == (3, 2)
+    memo.remember("k3", 3)
+    assert (len(memo), memo.get("k0"), memo.get("k3")) == (1, None, 3)
+
+
+def test_owners_are_remembered_as_written_and_forgotten_when_a_transaction_rolls_back(
+        settings: Settings, app: Dreaming) -> None:
+    app.records.create_scope(LOCAL, "s")
+    app.records.record_source(LOCAL, "s", "task", "t-1", text="first")
+    app.records.amend_source(LOCAL, "s", "task", "t-1", text="second")
+    events = store_fetch(app.store)(0, app.store.max_position(), 100)
+    view = open_view(EVENT_FEED, settings)
+    try:
+        apply_batch(EVENT_FEED.runnable(view=view), view, events)
+        owners = memo_of(view, OWNERS)
+        assert len(owners) == 2  # the scope's and the Source's, remembered as written
+        assert owners.get(str(events[-1][0].originator_id)) == "s"
+
+        with pytest.raises(RuntimeError), view.batch():
+            raise RuntimeError  # any transaction of the view that rolls back
+        assert len(owners) == 0
+
+        owners.remember("an aggregate", "s")
+        view.reset()  # rebuilding from scratch: nothing it remembered is there any more
+        assert len(owners) == 0
+    finally:
+        view.close()
