@@ -158,11 +158,15 @@ class PostgresProjectionView(RenderedStatements, SerialisedSchema, PostgresTrack
             yield cursor
 
     @contextmanager
-    def snapshot(self) -> Iterator[ViewCursor]:
-        """One REPEATABLE READ transaction: every read sees the same moment of the view."""
+    def snapshot(self, *, held: bool = False) -> Iterator[ViewCursor]:
+        """One REPEATABLE READ transaction: every read sees the same moment of the view.
+        ``held``: it may sit idle for as long as its caller works (an audit replay), so the
+        store's idle-in-transaction timeout is off for this transaction alone."""
         with (self.datastore.get_connection() as connection, connection.transaction(),
               connection.cursor() as cursor):
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            if held:
+                cursor.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             yield cursor
 
     def _store(self) -> Datastore:

@@ -224,10 +224,10 @@ class ProjectionView(TrackingRecorder, ABC):
             yield cursor
 
     @contextmanager
-    def snapshot(self) -> Iterator[ViewCursor]:
+    def snapshot(self, *, held: bool = False) -> Iterator[ViewCursor]:
         """A read-only transaction whose reads all see one moment of the view, its tracking
         position included, however busy its host is (SQLite's WAL gives every read
-        transaction a snapshot)."""
+        transaction a snapshot). ``held``: it may stay open and idle for long."""
         with self.reading() as cursor:
             yield cursor
 

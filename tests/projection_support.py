@@ -17,3 +17,10 @@ def rebuilt_view(spec: ProjectionSpec[Any], settings: Settings, head: int) -> It
     assert rebuild(spec, settings) == head
     with closing(open_view(spec, settings)) as view:
         yield view
+
+
+def tamper(settings: Settings, spec: ProjectionSpec[Any], statement: str) -> None:
+    """Change a live view behind its runner's back (an auditor's check is only worth something
+    if it can fail): ``statement``, with ``{table}`` standing for the view's main table."""
+    with closing(open_view(spec, settings)) as view, view._writing() as cursor:
+        cursor.execute(statement.format(table=view.table()), {})

@@ -36,6 +36,7 @@ from projections.catalog import READ_MODELS
 from projections.knowledge import KNOWLEDGE
 from projections.review_inbox import REVIEW_INBOX
 from tests.audit_workload import WorkloadRunner
+from tests.projection_support import tamper
 
 ALICE, BOB = Caller("alice"), Caller("bob")
 EXPERIENCE = {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"}
@@ -71,11 +72,8 @@ def test_replay_verification_passes_on_a_random_workload_and_finds_a_corrupted_r
     # An auditor's check is only worth something if it can fail: tamper with one inbox row.
     inbox = next(c for c in report if c.projection == REVIEW_INBOX.name)
     assert inbox.tables[0].live_rows > 0
-    view = open_view(REVIEW_INBOX, settings)
-    with view._writing() as cursor:
-        cursor.execute(f"UPDATE {view.table()} SET reason = 'tampered' WHERE candidate_id = "
-                       f"(SELECT MIN(candidate_id) FROM {view.table()})", {})
-    view.close()
+    tamper(settings, REVIEW_INBOX, "UPDATE {table} SET reason = 'tampered' WHERE candidate_id = "
+           "(SELECT MIN(candidate_id) FROM {table})")
     [tampered] = verify(settings, [REVIEW_INBOX])
     assert not tampered.equal
     [main] = [t for t in tampered.tables if not t.equal]

@@ -17,6 +17,7 @@ from dream_client import DreamClient
 from dream_client.errors import InvalidRequestError
 from projections.review_inbox import REVIEW_INBOX
 from tests.conftest import LiveApi
+from tests.projection_support import tamper
 from tests.test_cli import dream
 
 EXPERIENCE = {"situation": "a payment call timed out", "action": "retried with the same key",
@@ -137,12 +138,7 @@ def test_dream_audit_replay_exits_1_on_a_tampered_view_and_traces_from_the_cli(
     assert report["events"] == max(p["position"] for p in report["projections"]) > 0
     assert {p["projection"] for p in report["projections"]} >= {"knowledge", "review_inbox"}
 
-    view = open_view(REVIEW_INBOX, settings)
-    try:
-        with view._writing() as cursor:
-            cursor.execute(f"UPDATE {view.table()} SET proposer = 'mallory'", {})
-    finally:
-        view.close()
+    tamper(settings, REVIEW_INBOX, "UPDATE {table} SET proposer = 'mallory'")
     tampered = dream("audit", "replay", *store, "--processes", "3")
     assert tampered.returncode == 1
     assert "8 read models in" in tampered.stdout

@@ -5,9 +5,12 @@ real PostgreSQL."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
+from eventsourcing.persistence import PersistenceError
 
 from adapters.settings import Settings
 from adapters.store.projection_runtime import start_projection
@@ -16,11 +19,14 @@ from adapters.store.replay_verification import verify
 from adapters.store.view_batches import open_view
 from application.bootstrap import Dreaming
 from domain.policy import LOCAL
-from projections.base import ProjectionSpec
+from projections.base import ProjectionSpec, ProjectionView
 from projections.catalog import READ_MODELS
 from projections.event_feed import EVENT_FEED
 from projections.runs import RUNS
 from projections.scopes import SCOPES
+from tests.projection_support import tamper
+
+IDLE_TIMEOUT = 5.0  # seconds: the library's default for PostgreSQL connections
 
 
 def catch_up(settings: Settings, *specs: ProjectionSpec[object]) -> None:
@@ -63,12 +69,7 @@ def test_a_row_the_live_view_lost_is_shown_as_only_replayed(
     [before] = verify(settings, [EVENT_FEED])
     assert before.equal
 
-    view = open_view(EVENT_FEED, settings)
-    try:
-        with view._writing() as cursor:
-            cursor.execute(f"DELETE FROM {view.table()} WHERE position = 3", {})
-    finally:
-        view.close()
+    tamper(settings, EVENT_FEED, "DELETE FROM {table} WHERE position = 3")
 
     [after] = verify(settings, [EVENT_FEED])
     assert not after.equal
@@ -137,3 +138,28 @@ def test_a_process_that_cannot_reach_the_store_fails_the_verification(tmp_path: 
         verify_in_processes(unreachable, READ_MODELS, 2)
     with pytest.raises(ValueError, match="not a catalog read model"):
         verify_in_processes(unreachable, [EVENT_FEED.renamed("feed_copy"), SCOPES], 2)
+
+
+def test_the_live_snapshot_a_replay_holds_outlasts_the_stores_idle_transaction_timeout(
+        settings: Settings) -> None:
+    """A replay keeps each live view's snapshot open, idle, while it works: on PostgreSQL
+    longer than the idle-in-transaction timeout of its connections (5 s), which ended them
+    (seen over 20,000 events). A held snapshot turns the timeout off for its transaction."""
+    if not settings.database_url:
+        pytest.skip("SQLite has no idle-in-transaction timeout")
+    view = open_view(EVENT_FEED, settings)
+    try:
+        with view.snapshot(held=True) as cursor:
+            time.sleep(IDLE_TIMEOUT + 1)
+            cursor.execute("SELECT 1 AS one", {})
+            assert cursor.fetchone()["one"] == 1
+        with pytest.raises((psycopg.Error, PersistenceError)):
+            idle_then_read(view)  # not held: the store ended it
+    finally:
+        view.close()
+
+
+def idle_then_read(view: ProjectionView) -> None:
+    with view.snapshot() as cursor:
+        time.sleep(IDLE_TIMEOUT + 1)
+        cursor.execute("SELECT 1 AS one", {})

@@ -123,7 +123,7 @@ class _Replay:
     def opened(cls, stack: ExitStack, settings: Settings, spec: ProjectionSpec[Any],
                application_name: str) -> _Replay:
         live = stack.enter_context(closing(open_view(spec, settings)))
-        cursor = stack.enter_context(live.snapshot())
+        cursor = stack.enter_context(live.snapshot(held=True))  # until compared
         scratch = stack.enter_context(_scratch_view(spec, settings))
         return cls(spec, live, cursor, live.position_in(cursor, application_name),
                    scratch, spec.runnable(view=scratch))
