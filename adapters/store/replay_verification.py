@@ -210,8 +210,8 @@ class _TableRows:
                             if column[0] not in ignored)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        select = f"SELECT {', '.join(f'{chr(34)}{name}{chr(34)}' for name in self.names)} " \
-                 f"FROM {self.quoted}"
+        columns = ", ".join(f'"{name}"' for name in self.names)  # quoted: "trigger", "position"
+        select = f"SELECT {columns} FROM {self.quoted}"
         if not self.postgres:  # sqlite3 steps through the result as it is fetched
             self.cursor.execute(select, {})
             yield from self._pages(lambda: self.cursor.fetchmany(ROWS_PER_FETCH))
