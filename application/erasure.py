@@ -158,8 +158,7 @@ class Erasures:
         plan = _Plan()
         if target.kind == ErasureKind.SOURCE:
             assert target.source is not None
-            source = self.records._source(scope_id, target.source.source_type,
-                                          target.source.source_id)
+            source = self.records.load_source(scope_id, target.source)
             if source.erased:
                 raise AlreadyErasedError("the Source was erased already",
                                          source=target.source.to_dict())
@@ -167,7 +166,7 @@ class Erasures:
         elif target.kind == ErasureKind.MEMORY_ENTRY:
             assert target.memory_id is not None
             assert target.entry_id is not None
-            memory = self.records._artifact(scope_id, ArtifactFamily.MEMORY, target.memory_id)
+            memory = self.records.load_artifact(scope_id, ArtifactFamily.MEMORY, target.memory_id)
             memory.check_family(ArtifactFamily.MEMORY)
             if memory.entry_status(target.entry_id) == EntryStatus.ERASED:
                 raise AlreadyErasedError("the Memory entry was erased already",

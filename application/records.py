@@ -196,8 +196,9 @@ class Records:
             raise _source_not_found(ref)
         return acting.caller, source
 
-    def _source(self, scope_id: str, source_type: str, source_id: str) -> Source:
-        ref = SourceRef(source_type=source_type, source_id=source_id)
+    def load_source(self, scope_id: str, ref: SourceRef) -> Source:
+        """The Source, with no access check: for a use case that checked its caller already
+        (``get_source`` checks, in the same round trip as the read)."""
         source: Source = self.store.load(
             source_aggregate_id(check_scope_id(scope_id), ref.source_type, ref.source_id),
             lambda: _source_not_found(ref), kind=Source)
@@ -250,7 +251,7 @@ class Records:
     def get_artifact(self, who: Who, scope_id: str, family: str,
                      artifact_id: str) -> Artifact:
         self.gate.scope_for(who, scope_id, Action.READ, Resource.artifact(family, artifact_id))
-        return self._artifact(scope_id, family, artifact_id)
+        return self.load_artifact(scope_id, family, artifact_id)
 
     def _tag(self, record: KeyRecord, scope_id: str, subject: str) -> None:
         if self.store.keyring is None:
@@ -258,7 +259,9 @@ class Records:
                                       "subject", field="subject")
         self.store.keyring.tag(record, scope_id, subject_digest(scope_id, subject))
 
-    def _artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
+    def load_artifact(self, scope_id: str, family: str, artifact_id: str) -> Artifact:
+        """The Artifact, with no access check: for a use case that checked its caller already
+        (``get_artifact`` checks first)."""
         aggregate_id = artifact_aggregate_id(check_scope_id(scope_id), check_family(family),
                                              artifact_id)
         artifact: Artifact = self.store.load(aggregate_id,

@@ -45,8 +45,9 @@ def check_revision(revision: object, field_name: str = "revision") -> int:
     return revision
 
 
-# References are rebuilt from stored events, so construction keeps the rules ids were recorded
-# under; ``checked`` applies the identifier alphabet (ADR-0009) to references a command is given.
+# Construction keeps the rules ids were recorded under, for references read from imports and
+# look-ups; ``checked`` applies the identifier alphabet (ADR-0009) to references a command is
+# given. The store decodes references without constructing them (ADR-0038).
 
 
 @dataclass(frozen=True)
