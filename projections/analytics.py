@@ -25,6 +25,7 @@ from projections.analytics_queries import AnalyticsQueries
 from projections.analytics_tables import CANDIDATE_COUNTERS, DREAM, MANUAL, PROPOSAL_COLUMNS
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
 from projections.base import ProjectionSpec
+from projections.batch_sums import Key, Shape, SummedCounters
 from projections.dialect import Row, ViewCursor, column_names
 from projections.times import as_utc, to_micros
 
@@ -64,7 +65,7 @@ def utc_day(moment: datetime) -> str:
 # -- the view ---------------------------------------------------------------------------------
 
 
-class AnalyticsView(AnalyticsQueries, ABC):
+class AnalyticsView(AnalyticsQueries, SummedCounters, ABC):
     """Commands take the ``Tracking`` of the event they apply; queries
     (:class:`projections.analytics_queries.AnalyticsQueries`) read committed rows.
 
@@ -149,12 +150,19 @@ class AnalyticsView(AnalyticsQueries, ABC):
 
     def _bump(self, cursor: ViewCursor, suffix: str, key: Mapping[str, object],
               counts: Mapping[str, int], nullable: tuple[str, ...] = ()) -> None:
-        """Add ``counts`` to the counter row ``key``, creating it at zero first if needed."""
-        shape = (suffix, tuple(key), tuple(counts), nullable)
+        """Add ``counts`` to the counter row ``key`` (at the end of a fast batch)."""
+        self._add_counts(cursor, (suffix, tuple(key), tuple(counts), nullable),
+                         tuple(key.values()), counts)
+
+    def _write_counts(self, cursor: ViewCursor, shape: Shape, key: Key,
+                      counts: Mapping[str, int]) -> None:
+        """Add ``counts`` to the row, creating it with them if there is none."""
+        suffix, names = shape[0], shape[1]
+        values = {**dict(zip(names, key, strict=True)), **counts}
         cursor.execute(self._statement(("bump", *shape), lambda: self._bump_sql(*shape)),
-                       {**key, **counts})
+                       values)
         if cursor.fetchone() is None:
-            self._insert(cursor, suffix, {**key, **counts})
+            self._insert(cursor, suffix, values)
 
     def _bump_sql(self, suffix: str, key: tuple[str, ...], counts: tuple[str, ...],
                   nullable: tuple[str, ...]) -> str:
