@@ -21,7 +21,8 @@ from eventsourcing.sqlite import (
 )
 from psycopg.sql import SQL, Identifier
 
-from projections.base import BatchAbortedError, Datastore, ProjectionView
+from projections.base import Datastore, ProjectionView
+from projections.batches import BatchAbortedError
 from projections.dialect import POSTGRES, SQLITE, ViewCursor
 from projections.rendered_sql import RenderedStatements
 

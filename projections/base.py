@@ -19,7 +19,6 @@ import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from contextvars import ContextVar
 from dataclasses import asdict, dataclass, replace
 from threading import Event
 from time import monotonic, sleep
@@ -29,7 +28,6 @@ from uuid import UUID
 import psycopg
 from eventsourcing.application import Application
 from eventsourcing.persistence import (
-    IntegrityError,
     PersistenceError,
     Tracking,
     TrackingRecorder,
@@ -38,6 +36,7 @@ from eventsourcing.persistence import (
 from eventsourcing.projection import Projection
 
 from application.store import EventStore
+from projections.batches import CURRENT_BATCH, Batch, BatchAbortedError, FastEvent
 from projections.dead_letters import DEAD_LETTER_COLUMNS, DEAD_LETTERS, DeadLetter
 from projections.dialect import Columns, Dialect, Row, ViewCursor, column_names, row_values
 from projections.memo import forget_memos
@@ -48,33 +47,6 @@ LAST_POLL_SECONDS = 0.1
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
-@dataclass
-class _Batch:
-    view: ProjectionView
-    cursor: ViewCursor
-    careful: bool
-    # A fast batch records only its first position (the exactly-once guard: refused unless
-    # newer than the view's) and, at its end, its last: not one upsert of the tracking row per
-    # event.
-    first: Tracking | None = None
-    last: Tracking | None = None
-
-    def last_position(self) -> int:
-        return 0 if self.last is None else self.last.notification_id
-
-
-class BatchAbortedError(Exception):
-    """An event failed inside a fast batch; its transaction rolls back, to be redone
-    carefully (see :meth:`ProjectionView.batch`). ``None``: the store refused a statement
-    only when the batch's answers were read, at its commit."""
-
-    def __init__(self, notification_id: int | None) -> None:
-        where = "an event" if notification_id is None else f"the event at {notification_id}"
-        super().__init__(f"{where} failed in a fast batch")
-        self.notification_id = notification_id
-
-
-_BATCH: ContextVar[_Batch | None] = ContextVar("view_batch", default=None)
 STORE_ERRORS = (PersistenceError, sqlite3.Error, psycopg.Error)
 logger = logging.getLogger(__name__)
 
@@ -141,8 +113,7 @@ class ProjectionView(TrackingRecorder, ABC):
     def dead_letter_count(self) -> int:
         return self._count(DEAD_LETTERS)
 
-    @contextmanager
-    def tracked(self, tracking: Tracking) -> Iterator[ViewCursor]:
+    def tracked(self, tracking: Tracking) -> AbstractContextManager[ViewCursor]:
         """A write transaction that has already recorded ``tracking`` (refused if not newer).
 
         Inside :meth:`batch`, part of the batch's transaction instead: a careful batch puts
@@ -150,26 +121,21 @@ class ProjectionView(TrackingRecorder, ABC):
         before it stay applied; a fast batch gives up on the first failure
         (:class:`BatchAbortedError`), for the caller to redo the batch carefully.
         """
-        batch = _BATCH.get()
+        batch = CURRENT_BATCH.get()
         if batch is None or batch.view is not self:
-            with self._forgetting_on_failure(), self._store().transaction(commit=True) as cursor:
-                self._insert_tracking(cursor, tracking)
-                yield cursor
-            return
-        cursor = batch.cursor
+            return self._tracked_alone(tracking)
         if not batch.careful:
-            try:
-                if batch.first is None:
-                    self._insert_tracking(cursor, tracking)
-                    batch.first = tracking
-                elif tracking.notification_id <= batch.last_position():
-                    msg = f"position {tracking.notification_id} is not newer than the batch's"
-                    raise IntegrityError(msg)
-                batch.last = tracking
-                yield cursor
-            except Exception as error:
-                raise BatchAbortedError(tracking.notification_id) from error
-            return
+            return FastEvent(batch, tracking)
+        return self._tracked_carefully(batch.cursor, tracking)
+
+    @contextmanager
+    def _tracked_alone(self, tracking: Tracking) -> Iterator[ViewCursor]:
+        with self._forgetting_on_failure(), self._store().transaction(commit=True) as cursor:
+            self._insert_tracking(cursor, tracking)
+            yield cursor
+
+    @contextmanager
+    def _tracked_carefully(self, cursor: ViewCursor, tracking: Tracking) -> Iterator[ViewCursor]:
         cursor.execute("SAVEPOINT view_event", {})
         try:
             self._insert_tracking(cursor, tracking)
@@ -182,7 +148,7 @@ class ProjectionView(TrackingRecorder, ABC):
 
     def _tracked_in_batch(self, tracking: Tracking) -> bool:
         """Record a position with no row change inside this thread's batch, if there is one."""
-        batch = _BATCH.get()
+        batch = CURRENT_BATCH.get()
         if batch is None or batch.view is not self:
             return False
         with self.tracked(tracking):
@@ -195,12 +161,12 @@ class ProjectionView(TrackingRecorder, ABC):
         as live); fast: none, and the first failure aborts the whole batch. The batch belongs
         to the calling thread or task only; its cursor is the transaction's."""
         with self._forgetting_on_failure(), self._batch_transaction(careful=careful) as cursor:
-            batch = _Batch(self, cursor, careful)
-            token = _BATCH.set(batch)
+            batch = Batch(self, cursor, careful)
+            token = CURRENT_BATCH.set(batch)
             try:
                 yield cursor
             finally:
-                _BATCH.reset(token)
+                CURRENT_BATCH.reset(token)
             if batch.last is not None and batch.last is not batch.first:
                 self._insert_tracking(cursor, batch.last)
 

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from projections.base import BatchAbortedError, ProjectionView
+from projections.base import ProjectionView
+from projections.batches import BatchAbortedError
 from projections.dialect import ViewCursor
 
 Shape = tuple[Any, ...]  # which table and columns: what the statement depends on

@@ -16,7 +16,8 @@ from adapters.settings import Settings
 from adapters.store.view_batches import apply_events, open_view
 from application.bootstrap import Dreaming
 from projections.analytics import ANALYTICS
-from projections.base import BatchAbortedError, ProjectionView
+from projections.base import ProjectionView
+from projections.batches import BatchAbortedError
 from projections.runs import RUNS
 from tests.server_waits import counted_waits
 from tests.test_shared_feed import record_runs

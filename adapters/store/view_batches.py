@@ -24,7 +24,8 @@ from eventsourcing.utils import Environment
 from adapters.settings import Settings
 from adapters.store.persistence import open_store, projection_env
 from adapters.store.shared_feed import BATCH_EVENTS, Fetch, store_fetch
-from projections.base import BatchAbortedError, ProjectionSpec, ProjectionView, TView
+from projections.base import ProjectionSpec, ProjectionView, TView
+from projections.batches import BatchAbortedError
 from projections.dialect import ViewCursor
 
 Progress = Callable[[str, int, int], None]  # projection, position reached, target
