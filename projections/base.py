@@ -151,8 +151,11 @@ class ProjectionView(TrackingRecorder, ABC):
         batch = CURRENT_BATCH.get()
         if batch is None or batch.view is not self:
             return False
-        with self.tracked(tracking):
-            return True
+        if batch.careful:
+            with self.tracked(tracking):
+                return True
+        batch.step(tracking)  # most events change nothing in a given view: kept short
+        return True
 
     @contextmanager
     def batch(self, *, careful: bool = False) -> Iterator[ViewCursor]:

@@ -32,6 +32,20 @@ class Batch:
     def last_position(self) -> int:
         return 0 if self.last is None else self.last.notification_id
 
+    def step(self, tracking: Tracking) -> None:
+        """A fast batch reaches ``tracking``: recorded if it is the first, else refused
+        unless newer than the last (:class:`BatchAbortedError`)."""
+        try:
+            if self.first is None:
+                self.view._insert_tracking(self.cursor, tracking)
+                self.first = tracking
+            elif tracking.notification_id <= self.last_position():
+                msg = f"position {tracking.notification_id} is not newer than the batch's"
+                raise IntegrityError(msg)
+        except Exception as error:
+            raise BatchAbortedError(tracking.notification_id) from error
+        self.last = tracking
+
 
 class BatchAbortedError(Exception):
     """An event failed inside a fast batch; its transaction rolls back, to be redone
@@ -62,18 +76,8 @@ class FastEvent:
         self.tracking = tracking
 
     def __enter__(self) -> ViewCursor:
-        batch, tracking = self.batch, self.tracking
-        try:
-            if batch.first is None:
-                batch.view._insert_tracking(batch.cursor, tracking)
-                batch.first = tracking
-            elif tracking.notification_id <= batch.last_position():
-                msg = f"position {tracking.notification_id} is not newer than the batch's"
-                raise IntegrityError(msg)
-        except Exception as error:
-            raise BatchAbortedError(tracking.notification_id) from error
-        batch.last = tracking
-        return batch.cursor
+        self.batch.step(self.tracking)
+        return self.batch.cursor
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
