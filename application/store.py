@@ -11,10 +11,10 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate, AggregateEvent
 from eventsourcing.persistence import (
     InfrastructureFactory,
@@ -23,6 +23,7 @@ from eventsourcing.persistence import (
     JSONTranscoder,
     Mapper,
     OperationalError,
+    Recording,
     StoredEvent,
 )
 from eventsourcing.utils import EnvType
@@ -112,7 +113,10 @@ class EventStore(Application[UUID]):
 
     name = "Dreaming"  # the stored application name: table names derive from it
     # Memories and queues live as long as their scope: snapshots keep loading them cheap.
-    snapshotting_intervals = {Artifact: 50, DreamQueue: 20}
+    # ``commit`` takes them from the aggregates it saved (``_snapshot_saved``); the library's
+    # own ``snapshotting_intervals`` stay empty, so it takes none itself.
+    is_snapshotting_enabled = True
+    snapshot_intervals: ClassVar[dict[type[Aggregate], int]] = {Artifact: 50, DreamQueue: 20}
     # An Artifact's snapshot holds its whole history, so its cost grows with it: snapshots are
     # spaced out as it grows (``snapshot_due``), keeping their cost per event about constant.
     growing_snapshots: tuple[type[Aggregate], ...] = (Artifact,)
@@ -235,7 +239,7 @@ class EventStore(Application[UUID]):
 
     def _may_load_through_snapshot(self, aggregate_id: UUID,
                                    kind: type[Aggregate] | None) -> bool:
-        snapshotted = kind is None or kind in self.snapshotting_intervals
+        snapshotted = kind is None or kind in self.snapshot_intervals
         return snapshotted and aggregate_id not in self._unsnapshotted
 
     def _from_events(self, aggregate_id: UUID, stored: Iterable[StoredEvent],
@@ -257,31 +261,34 @@ class EventStore(Application[UUID]):
         """Is version ``version`` of a ``kind`` snapshotted? Every ``interval`` events; for a
         growing kind, 50 up to version 799, then 100 up to 1,599, 200 up to 3,199, and so on
         (the interval doubles each time the version doubles past ``SPACING_STEP`` of them)."""
-        interval = cls.snapshotting_intervals.get(kind)
+        interval = cls.snapshot_intervals.get(kind)
         if interval is None:
             return False
         if kind in cls.growing_snapshots:
             interval <<= (version // (interval * cls.SPACING_STEP)).bit_length()
         return version % interval == 0
 
-    def _take_snapshots(self, processing_event: ProcessingEvent[UUID]) -> None:
+    def _snapshot_saved(self, saved: Sequence[Aggregate],
+                        recordings: Sequence[Recording[UUID]]) -> None:
         """Snapshot what was just saved when due, from the aggregate in hand when it is at the
         snapshot's version (the library's ``take_snapshot`` first loads it from the store
         again: half of what a snapshot of a 2,000-entry Memory cost)."""
         if self.snapshots is None:
             return
-        for event in processing_event.events:
-            aggregate = processing_event.aggregates.get(event.originator_id)
+        by_id = {aggregate.id: aggregate for aggregate in saved}
+        for recording in recordings:
+            event = recording.domain_event
+            aggregate = by_id.get(event.originator_id)
             if aggregate is None or not self.snapshot_due(type(aggregate),
                                                           event.originator_version):
                 continue
-            if isinstance(aggregate, Aggregate) and aggregate.version == event.originator_version:
+            if aggregate.version == event.originator_version:
                 self.snapshots.put([type(aggregate).Snapshot.take(aggregate)])
             else:  # a later event of the same save moved it on
                 self.take_snapshot(event.originator_id, version=event.originator_version)
 
     def _may_have_snapshot(self, aggregate: Aggregate) -> bool:
-        interval = self.snapshotting_intervals.get(type(aggregate))
+        interval = self.snapshot_intervals.get(type(aggregate))
         return interval is not None and aggregate.version >= interval
 
     def _remember_unsnapshotted(self, aggregate_id: UUID) -> None:
@@ -314,6 +321,7 @@ class EventStore(Application[UUID]):
             raise WriteConflictError(
                 "another writer changed the same aggregate first; nothing was stored"
             ) from None
+        self._snapshot_saved(changed, recordings)
         return recordings[-1].notification.id if recordings else None
 
     def scrub(self) -> dict[str, object]:

@@ -213,7 +213,8 @@ def measure_loads(app: EventStore, store: str, sizes: Sizes) -> list[Measurement
 class EventStoreBaseline(EventStore):
     """The production event store and recorders, minus snapshots: loads replay every event."""
 
-    snapshotting_intervals = {}
+    is_snapshotting_enabled = False
+    snapshot_intervals = {}
 
 
 def check_uncached(app: EventStore) -> None:

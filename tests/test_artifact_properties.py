@@ -688,7 +688,7 @@ def test_memory_entries_round_trip_through_the_store_and_its_snapshots(
     Reads after that load the snapshot plus the later events, and must still equal the live
     Memory: the snapshot state (revisions, entry versions, the entry log) round-trips too.
     """
-    interval = EventStore.snapshotting_intervals[Artifact]
+    interval = EventStore.snapshot_intervals[Artifact]
 
     class LongLivedMemoryMachine(MemoryMachine):
         seed_entries = interval - 3

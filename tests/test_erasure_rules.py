@@ -115,7 +115,7 @@ def test_a_memory_snapshot_stores_entry_text_sealed_and_forgets_it_with_the_entr
     """A Memory past its snapshot interval is loaded from a snapshot: the snapshot holds
     each entry version's text sealed under the entry's key, so erasing the entry forgets it
     there too."""
-    for n in range(EventStore.snapshotting_intervals[Artifact]):
+    for n in range(EventStore.snapshot_intervals[Artifact]):
         clinic.records.revise_entry(LOCAL, "c", "m", "team", "fact", f"Mondays, week {n}")
     memory = clinic.records.get_artifact(LOCAL, "c", "memory", "m")
     assert clinic.store.snapshots is not None

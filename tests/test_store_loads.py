@@ -71,7 +71,7 @@ def test_a_snapshotted_aggregate_is_loaded_through_its_snapshot_once_it_may_have
 
 
 def grow_past_first_snapshot(app: Dreaming, queue: DreamQueue) -> None:
-    for n in range(EventStore.snapshotting_intervals[DreamQueue]):
+    for n in range(EventStore.snapshot_intervals[DreamQueue]):
         queue.admit(f"run-{n}", "refine_experience", max_pending=1000)
         app.store.commit(queue)
 
