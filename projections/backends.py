@@ -46,9 +46,20 @@ class _ViewConnectionPool(SynchronousPool):
     A view is derived data with its position in the same transactions: a power loss can only
     roll it back to an earlier consistent position, from which the runner re-applies the
     events. A process crash loses nothing. Measured: catching up is several times faster.
+
+    The write-ahead log is copied back into the file every ``CHECKPOINT_PAGES`` pages (about
+    40 MB) rather than SQLite's 1,000: a batch dirties index pages all over a large view, and
+    pages dirtied again by later batches are then copied once (rebuilds of 1,000,000 events
+    12 % faster; performance notes).
     """
 
     level = "NORMAL"
+    CHECKPOINT_PAGES = 10_000
+
+    def _create_connection(self) -> SQLiteConnection:
+        connection = super()._create_connection()
+        connection.cursor().execute(f"PRAGMA wal_autocheckpoint={self.CHECKPOINT_PAGES}")
+        return connection
 
 
 class SQLiteProjectionView(SQLiteTrackingRecorder, ProjectionView, ABC):
