@@ -27,6 +27,7 @@ from projections.backends import PostgresProjectionView, SQLiteProjectionView
 from projections.base import ProjectionSpec
 from projections.batch_sums import Key, Shape, SummedCounters
 from projections.dialect import Row, ViewCursor, column_names
+from projections.memo import memo_of
 from projections.times import as_utc, to_micros
 
 # -- values -----------------------------------------------------------------------------------
@@ -57,6 +58,11 @@ class CandidateIdentity:
         return MANUAL if self.run_id is None else DREAM
 
 
+PROPOSAL_NAMES = column_names(PROPOSAL_COLUMNS)
+CANDIDATES = "candidate_identity"  # memos of rows written once (ADR-0037)
+RUN_OPERATIONS = "run_operation"
+
+
 def utc_day(moment: datetime) -> str:
     """``'YYYY-MM-DD'`` of a moment in UTC (a naive time is taken as UTC)."""
     return as_utc(moment).date().isoformat()
@@ -82,6 +88,7 @@ class AnalyticsView(AnalyticsQueries, SummedCounters, ABC):
                 "aggregate_id": str(aggregate_id), "scope_id": scope_id, "run_id": run_id,
                 "operation": operation, "model_calls": 0, "input_tokens": None,
                 "output_tokens": None})
+            memo_of(self, RUN_OPERATIONS).remember((scope_id, run_id), operation)
             self._bump(cursor, "_accepted", {"scope_id": scope_id, "day": utc_day(accepted_at),
                                              "operation": operation}, {"runs": 1})
 
@@ -112,16 +119,16 @@ class AnalyticsView(AnalyticsQueries, SummedCounters, ABC):
 
     def candidate_proposed(self, candidate: CandidateIdentity, tracking: Tracking) -> None:
         with self.tracked(tracking) as cursor:
-            operation = None
-            if candidate.run_id is not None:
-                run = self._fetch_equal(cursor, ("operation",), {
-                    "scope_id": candidate.scope_id, "run_id": candidate.run_id}, "_dream_runs")
-                operation = None if run is None else run["operation"]
+            operation = (None if candidate.run_id is None
+                         else self._operation(cursor, candidate.scope_id, candidate.run_id))
+            identity = {
+                "scope_id": candidate.scope_id, "candidate_id": candidate.candidate_id,
+                "family": candidate.family, "origin": candidate.origin,
+                "run_id": candidate.run_id, "operation": operation,
+                "proposed_at": to_micros(candidate.proposed_at)}
             self._insert(cursor, "_candidate_identity", {
-                "aggregate_id": str(candidate.aggregate_id), "scope_id": candidate.scope_id,
-                "candidate_id": candidate.candidate_id, "family": candidate.family,
-                "origin": candidate.origin, "run_id": candidate.run_id, "operation": operation,
-                "proposed_at": to_micros(candidate.proposed_at), "versions": 1})
+                "aggregate_id": str(candidate.aggregate_id), **identity, "versions": 1})
+            memo_of(self, CANDIDATES).remember(candidate.aggregate_id, identity)
             self._count_candidate(cursor, candidate.scope_id, candidate.family,
                                   candidate.origin, candidate.proposed_at, "proposed")
 
@@ -140,7 +147,7 @@ class AnalyticsView(AnalyticsQueries, SummedCounters, ABC):
             identity = self._candidate(cursor, aggregate_id)
             decided_us = to_micros(decided_at)
             self._insert(cursor, "_reviews", {
-                **{name: identity[name] for name in column_names(PROPOSAL_COLUMNS)},
+                **{name: identity[name] for name in PROPOSAL_NAMES},
                 "decided_at": decided_us, "decision": decision, "versions": version,
                 "latency_us": decided_us - int(identity["proposed_at"])})
             self._count_candidate(cursor, identity["scope_id"], identity["family"],
@@ -185,7 +192,28 @@ class AnalyticsView(AnalyticsQueries, SummedCounters, ABC):
         return self._row(cursor, "_dream_runs", "run", aggregate_id)
 
     def _candidate(self, cursor: ViewCursor, aggregate_id: UUID) -> Row:
-        return self._row(cursor, "_candidate_identity", "candidate", aggregate_id)
+        """Where a Candidate belongs and came from: fixed at its proposal (remembered,
+        ADR-0037); only its ``versions`` column changes, and it is not part of this."""
+        identities = memo_of(self, CANDIDATES)
+        identity: Row | None = identities.get(aggregate_id)
+        if identity is None:
+            row = self._row(cursor, "_candidate_identity", "candidate", aggregate_id)
+            identity = {name: row[name] for name in PROPOSAL_NAMES}
+            identities.remember(aggregate_id, identity)
+        return identity
+
+    def _operation(self, cursor: ViewCursor, scope_id: str, run_id: str) -> str | None:
+        """A run's operation, fixed when it was accepted (remembered, ADR-0037)."""
+        operations = memo_of(self, RUN_OPERATIONS)
+        operation: str | None = operations.get((scope_id, run_id))
+        if operation is None:
+            run = self._fetch_equal(cursor, ("operation",), {
+                "scope_id": scope_id, "run_id": run_id}, "_dream_runs")
+            if run is None:
+                return None
+            operation = str(run["operation"])
+            operations.remember((scope_id, run_id), operation)
+        return operation
 
     def _row(self, cursor: ViewCursor, suffix: str, what: str, aggregate_id: UUID) -> Row:
         row = self._fetch_equal(cursor, ("*",), {"aggregate_id": str(aggregate_id)}, suffix)

@@ -5,6 +5,9 @@ committed."""
 
 from __future__ import annotations
 
+import random
+from uuid import UUID
+
 import pytest
 
 from adapters.settings import Settings
@@ -12,8 +15,10 @@ from adapters.store.shared_feed import store_fetch
 from adapters.store.view_batches import apply_batch, open_view
 from application.bootstrap import Dreaming
 from domain.policy import LOCAL
+from projections.analytics import ANALYTICS, CANDIDATES, PROPOSAL_NAMES, RUN_OPERATIONS
 from projections.event_feed import EVENT_FEED, OWNERS
 from projections.memo import Memo, memo_of
+from tests.audit_workload import WorkloadRunner
 
 
 def test_a_memo_forgets_everything_when_full() -> None:
@@ -45,5 +50,27 @@ def test_owners_are_remembered_as_written_and_forgotten_when_a_transaction_rolls
         owners.remember("an aggregate", "s")
         view.reset()  # rebuilding from scratch: nothing it remembered is there any more
         assert len(owners) == 0
+    finally:
+        view.close()
+
+
+def test_analytics_remembers_what_a_candidate_and_a_run_were_created_with_as_stored(
+        settings: Settings, app: Dreaming) -> None:
+    WorkloadRunner(app, random.Random(11), scopes=2).run(commands=150)
+    events = store_fetch(app.store)(0, app.store.max_position(), 100_000)
+    view = open_view(ANALYTICS, settings)
+    try:
+        apply_batch(ANALYTICS.runnable(view=view), view, events)
+        candidates, operations = memo_of(view, CANDIDATES), memo_of(view, RUN_OPERATIONS)
+        stored = view._select(f"SELECT * FROM {view.table('_candidate_identity')}", {})
+        assert stored
+        assert len(candidates) == len(stored)
+        for row in stored:  # each remembered as its row holds it
+            remembered = candidates.get(UUID(str(row["aggregate_id"])))
+            assert remembered == {name: row[name] for name in PROPOSAL_NAMES}
+        runs = view._select(f"SELECT * FROM {view.table('_dream_runs')}", {})
+        assert runs
+        assert all(operations.get((run["scope_id"], run["run_id"])) == run["operation"]
+                   for run in runs)
     finally:
         view.close()
