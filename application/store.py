@@ -321,7 +321,8 @@ class EventStore(Application[UUID]):
             raise WriteConflictError(
                 "another writer changed the same aggregate first; nothing was stored"
             ) from None
-        self._snapshot_saved(changed, recordings)
+        with store_call():  # after the commit: a failure here cannot be a write conflict
+            self._snapshot_saved(changed, recordings)
         return recordings[-1].notification.id if recordings else None
 
     def scrub(self) -> dict[str, object]:
