@@ -65,7 +65,9 @@ class Settings(BaseSettings):
                                        description="Seconds a writer waits for the insert lock.")
     store_timeout_seconds: int = Field(default=2, ge=1, le=60, description=(
         "How long a command waits for a PostgreSQL connection (and a new connection for the "
-        "server) before answering 503 store_unavailable: an outage fails fast, never hangs."))
+        "server) before answering 503 store_unavailable: an outage fails fast, never hangs. "
+        "One-shot commands that open the store (dream admin, audit replay, backup, export, ...) "
+        "wait up to 30 s unless this is set, once the database has answered."))
     generator: Literal["offline", "openai"] = Field(
         default="offline",
         description="offline: the deterministic embedded generator; openai: an "

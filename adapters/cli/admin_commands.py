@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from adapters.cli.options import Commands, add_store_options, settings_from
+from adapters.cli.options import Commands, add_store_options, batch_settings_from
 from domain.access import Role
 from domain.errors import InvalidExpiryError
 from domain.policy import LOCAL
@@ -21,7 +21,7 @@ def _open(args: argparse.Namespace) -> Dreaming:
     # Imported here: the other commands (API clients, completion) start without the store.
     from adapters.store.persistence import open_dreaming  # noqa: PLC0415
 
-    return open_dreaming(settings_from(args))
+    return open_dreaming(batch_settings_from(args))
 
 
 def _token_create(args: argparse.Namespace) -> int:

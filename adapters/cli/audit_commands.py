@@ -13,8 +13,8 @@ from adapters.cli.options import (
     Commands,
     add_client_options,
     add_store_options,
+    batch_settings_from,
     client_from,
-    settings_from,
 )
 from adapters.cli.terminal import ProgressBar, render_trace
 from application.audit import AUDITABLE
@@ -36,7 +36,7 @@ def _audit_replay(args: argparse.Namespace) -> int:
     from adapters.store.replay_processes import verify_in_processes  # noqa: PLC0415 - only here
 
     started = time.perf_counter()
-    report = verify_in_processes(settings_from(args), specs, args.processes,
+    report = verify_in_processes(batch_settings_from(args), specs, args.processes,
                                  None if bar is None else bar.update)
     seconds = time.perf_counter() - started
     if bar is not None:

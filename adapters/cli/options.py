@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from dream_client import DreamClient
 
 Commands = Any  # argparse's private _SubParsersAction
+BATCH_STORE_TIMEOUT_SECONDS = 30
 AFTER_HELP = ("an event position the answer must include, e.g. a position `dream show` "
               "printed; every list already includes what was recorded before it was asked")
 CURSOR_HELP = "continue after a page (the `more: --cursor` value a list printed)"
@@ -27,6 +28,22 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if getattr(args, "database_url", None):
         overrides["database_url"] = args.database_url
     return Settings(**overrides)
+
+
+def batch_settings_from(args: argparse.Namespace) -> Settings:
+    """``settings_from`` for a one-shot command that opens the store beside a running service
+    (an audit, a backup, a token issued): it opens every connection afresh, and a database busy
+    serving may take longer than ``DREAM_STORE_TIMEOUT_SECONDS`` (meant for requests, which
+    find their pool's connections open) to start each one. So, unless that variable is set, it
+    waits up to ``BATCH_STORE_TIMEOUT_SECONDS``, once the database has answered a first
+    connection: one that refuses, or does not know the database or user, fails at once."""
+    settings = settings_from(args)
+    if not settings.database_url or "store_timeout_seconds" in settings.model_fields_set:
+        return settings
+    from adapters.store.database_url import require_answer  # noqa: PLC0415 - keeps start fast
+
+    require_answer(settings.database_url, BATCH_STORE_TIMEOUT_SECONDS)
+    return settings.model_copy(update={"store_timeout_seconds": BATCH_STORE_TIMEOUT_SECONDS})
 
 
 def client_from(args: argparse.Namespace) -> DreamClient:

@@ -8,14 +8,14 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from adapters.cli.options import Commands, add_store_options, settings_from
+from adapters.cli.options import Commands, add_store_options, batch_settings_from
 from domain.errors import InvalidRequestError
 
 
 def _backup(args: argparse.Namespace) -> int:
     from adapters.store.backup import backup  # noqa: PLC0415 - keeps the CLI start fast
 
-    manifest = backup(settings_from(args), Path(args.to))
+    manifest = backup(batch_settings_from(args), Path(args.to))
     if args.json:
         print(json.dumps(asdict(manifest), indent=2))
     else:
@@ -31,7 +31,7 @@ def _backup(args: argparse.Namespace) -> int:
 def _restore(args: argparse.Namespace) -> int:
     from adapters.store.backup import restore  # noqa: PLC0415
 
-    settings = settings_from(args)
+    settings = batch_settings_from(args)
     manifest = restore(Path(args.source), settings)
     if args.json:
         print(json.dumps(asdict(manifest), indent=2))
@@ -78,7 +78,7 @@ def _add_backup_commands(commands: Commands) -> None:
 def _migrate(args: argparse.Namespace) -> int:
     from adapters.store.migration import migrate  # noqa: PLC0415
 
-    source = settings_from(args)
+    source = batch_settings_from(args)
     target = source.model_copy(update={
         "database_url": args.to_database_url,
         "data_dir": Path(args.to_data_dir) if args.to_data_dir else source.data_dir})
@@ -140,7 +140,7 @@ def _export(args: argparse.Namespace) -> int:
     target = Path(args.to)
     with target.open("xb") as out:  # a new file: an export never overwrites one
         try:
-            trailer = export(settings_from(args), out, None if args.all else args.scope,
+            trailer = export(batch_settings_from(args), out, None if args.all else args.scope,
                              args.format)
         except BaseException:
             target.unlink()  # the new file is ours: a refused export leaves nothing behind
@@ -154,7 +154,7 @@ def _export(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from adapters.store.bundles import import_bundle  # noqa: PLC0415
 
-    done = import_bundle(Path(args.source), settings_from(args), merge=args.merge)
+    done = import_bundle(Path(args.source), batch_settings_from(args), merge=args.merge)
     print(json.dumps(asdict(done)) if args.json else
           f"imported {done.appended:,} of {done.events:,} events ({done.skipped:,} already "
           f"there) into scopes {', '.join(done.scopes) or '(deployment-wide)'}, from "

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from adapters.cli.options import Commands, add_store_options, settings_from
+from adapters.cli.options import Commands, add_store_options, batch_settings_from, settings_from
 from adapters.cli.stopping import stop_on_signals
 from adapters.http.processes import RESTART_CAP_SECONDS, Supervisor, bind_listener, say
 from adapters.observability.logs import configure_logging
@@ -36,7 +36,7 @@ def _demo(args: argparse.Namespace) -> int:
     from adapters.cli.demo import default_scope_id, progress, render, run_demo  # noqa: PLC0415
 
     # The demo writes in-process as the single local principal.
-    settings = settings_from(args).model_copy(update={"access": "disabled"})
+    settings = batch_settings_from(args).model_copy(update={"access": "disabled"})
     app = open_dreaming(settings)
     try:
         quiet = args.json

@@ -38,7 +38,7 @@ from eventsourcing.utils import Environment
 from psycopg.sql import SQL, Identifier
 
 from adapters.settings import Settings
-from adapters.store.persistence import application_env, open_store, prefixed_env
+from adapters.store.persistence import application_env, lean_pool, open_store, prefixed_env
 from adapters.store.shared_feed import BATCH_EVENTS, store_fetch
 from adapters.store.view_batches import Progress, apply_batch, open_view
 from projections.backends import PostgresProjectionView
@@ -89,7 +89,9 @@ class ProjectionComparison:
 def verify(settings: Settings, specs: Sequence[ProjectionSpec[Any]],
            progress: Progress | None = None) -> list[ProjectionComparison]:
     """Compare every projection in ``specs`` with a replay of the event store."""
-    with closing(open_store(settings, for_views=True)) as app, ExitStack() as stack:
+    # Lean pools throughout (one connection each, grown only while busy): an audit beside a
+    # busy server must not flood the database with connections it never uses at once.
+    with closing(open_store(settings, warm=1, for_views=True)) as app, ExitStack() as stack:
         replays = [_Replay.opened(stack, settings, spec, app.name) for spec in specs]
         fetch = store_fetch(app)
         head = max((replay.target for replay in replays), default=0)
@@ -165,7 +167,7 @@ def _scratch_view(spec: ProjectionSpec[Any], settings: Settings) -> Iterator[Pro
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(schema)))
     try:
-        env = {**application_env(settings), "POSTGRES_SCHEMA": schema}
+        env = {**application_env(settings), **lean_pool(settings, 1), "POSTGRES_SCHEMA": schema}
         with closing(_construct(spec, env, postgres=True)) as view:
             yield view
     finally:
