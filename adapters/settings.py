@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     store_timeout_seconds: int = Field(default=2, ge=1, le=60, description=(
         "How long a command waits for a PostgreSQL connection (and a new connection for the "
         "server) before answering 503 store_unavailable: an outage fails fast, never hangs. "
-        "One-shot commands that open the store (dream admin, audit replay, backup, export, ...) "
+        "One-shot commands that open the store (dream admin, audit replay, export, import, ...) "
         "wait up to 30 s unless this is set, once the database has answered."))
     generator: Literal["offline", "openai"] = Field(
         default="offline",

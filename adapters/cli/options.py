@@ -32,7 +32,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def batch_settings_from(args: argparse.Namespace) -> Settings:
     """``settings_from`` for a one-shot command that opens the store beside a running service
-    (an audit, a backup, a token issued): it opens every connection afresh, and a database busy
+    (an audit, an export, a token issued): it opens every connection afresh, and a database busy
     serving may take longer than ``DREAM_STORE_TIMEOUT_SECONDS`` (meant for requests, which
     find their pool's connections open) to start each one. So, unless that variable is set, it
     waits up to ``BATCH_STORE_TIMEOUT_SECONDS``, once the database has answered a first

@@ -8,14 +8,19 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from adapters.cli.options import Commands, add_store_options, batch_settings_from
+from adapters.cli.options import (
+    Commands,
+    add_store_options,
+    batch_settings_from,
+    settings_from,
+)
 from domain.errors import InvalidRequestError
 
 
 def _backup(args: argparse.Namespace) -> int:
     from adapters.store.backup import backup  # noqa: PLC0415 - keeps the CLI start fast
 
-    manifest = backup(batch_settings_from(args), Path(args.to))
+    manifest = backup(settings_from(args), Path(args.to))
     if args.json:
         print(json.dumps(asdict(manifest), indent=2))
     else:
@@ -31,7 +36,7 @@ def _backup(args: argparse.Namespace) -> int:
 def _restore(args: argparse.Namespace) -> int:
     from adapters.store.backup import restore  # noqa: PLC0415
 
-    settings = batch_settings_from(args)
+    settings = settings_from(args)
     manifest = restore(Path(args.source), settings)
     if args.json:
         print(json.dumps(asdict(manifest), indent=2))
