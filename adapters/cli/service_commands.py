@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.cli.options import Commands, add_store_options, batch_settings_from, settings_from
 from adapters.cli.stopping import stop_on_signals
+from adapters.heap import freeze_start_up, tune_collector
 from adapters.http.processes import RESTART_CAP_SECONDS, Supervisor, bind_listener, say
 from adapters.observability.logs import configure_logging
 from adapters.observability.sharing import share_metrics
@@ -116,6 +117,7 @@ def _observed(settings: Settings, role: str) -> None:
     configure_logging(role, settings.log_format)
     share_metrics(settings)
     configure_tracing(role)
+    tune_collector()
 
 
 def _print_stacks(_signum: int = 0, _frame: FrameType | None = None) -> None:
@@ -209,6 +211,7 @@ def _worker(args: argparse.Namespace) -> int:
                 print(f"dream worker: {settings.workers} threads, at most "
                       f"{settings.max_concurrent_generations} generations across the deployment",
                       file=sys.stderr, flush=True)
+                freeze_start_up()
                 stop.wait()
     finally:
         if view is not None:
@@ -262,6 +265,7 @@ def _project(args: argparse.Namespace) -> int:
             stack.callback(runner.stop)
         print(f"dream project: competing to host {len(READ_MODELS)} read models",
               file=sys.stderr, flush=True)
+        freeze_start_up()
         stop.wait()
     return 0
 

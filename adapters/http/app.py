@@ -117,9 +117,10 @@ NATIVE_TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "lo
                                          "operation_spans": False}
 
 
-def create_app(dreaming: Dreaming, settings: Settings,
-               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    """The API; its read models follow the store while the server runs (lifespan)."""
+def create_app(dreaming: Dreaming, settings: Settings, max_body_bytes: int = MAX_BODY_BYTES,
+               started: Callable[[], object] | None = None) -> FastAPI:
+    """The API; its read models follow the store while the server runs (lifespan), which
+    calls ``started`` once they and the workers have started."""
     mcp = McpEndpoint(dreaming, settings, lambda: api.state.background)
 
     @asynccontextmanager
@@ -127,6 +128,8 @@ def create_app(dreaming: Dreaming, settings: Settings,
         with background(dreaming, settings, foreground) as parts:
             api.state.background = parts
             api.state.read_models, api.state.workers = parts.read_models, parts.workers
+            if started is not None:
+                started()
             async with mcp.run():  # the MCP sessions end first, then the parts stop
                 yield
         api.state.webhook_outbox.close()

@@ -16,6 +16,7 @@ from typing import Literal
 import uvicorn
 from fastapi import FastAPI
 
+from adapters.heap import freeze_start_up
 from adapters.http.app import create_app
 from adapters.http.processes import ProcessHeader, stop_when_orphaned
 from adapters.settings import Settings
@@ -77,7 +78,7 @@ def serve(settings: Settings, host: str, port: int,
     """Serve on ``host:port``; ``supervised``: (listening socket inherited, supervisor pid)."""
     dreaming, _ = prepare(settings)
     try:
-        api = create_app(dreaming, settings)
+        api = create_app(dreaming, settings, started=freeze_start_up)
         api.add_middleware(ProcessHeader)
         if supervised is None:
             uvicorn.run(api, host=host, port=port, log_level="info", log_config=None)
