@@ -15,7 +15,9 @@ So a long-running process (``dream serve``, ``dream worker``, ``dream project``)
   promote it, so the older generations fill, and are walked, far less often.
 
 Reference cycles are still freed, by the collections that still run; only start-up's objects,
-which a running process never drops, are left out.
+which a running process never drops, are left out. ``dream audit replay`` (and each of its
+processes) collects young objects less often too: it decodes millions of events, each dropped
+once applied.
 """
 
 from __future__ import annotations

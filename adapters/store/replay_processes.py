@@ -13,6 +13,7 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from typing import Any
 
+from adapters.heap import tune_collector
 from adapters.settings import Settings
 from adapters.store.replay_verification import REPLAY, ProjectionComparison, verify
 from adapters.store.view_batches import Progress
@@ -105,6 +106,7 @@ def _collect(workers: Sequence[BaseProcess], messages: Queue[tuple[str, int, Any
 def _verify_share(settings: Settings, names: list[str], index: int,
                   messages: Queue[tuple[str, int, Any]]) -> None:
     """A child process: verify its share, reporting progress and then the comparisons."""
+    tune_collector()  # as its parent, ``dream audit replay``, does
     try:
         report = verify(settings, [read_model(name) for name in names],
                         lambda _name, done, total: messages.put(("progress", index,
