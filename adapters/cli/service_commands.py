@@ -208,10 +208,10 @@ def _worker(args: argparse.Namespace) -> int:
     try:
         if app is not None and view is not None:
             with worker_pool(app, settings, view.claimable), _webhook_delivery(app, settings):
+                freeze_start_up()  # before saying so: started means settled
                 print(f"dream worker: {settings.workers} threads, at most "
                       f"{settings.max_concurrent_generations} generations across the deployment",
                       file=sys.stderr, flush=True)
-                freeze_start_up()
                 stop.wait()
     finally:
         if view is not None:
@@ -263,9 +263,9 @@ def _project(args: argparse.Namespace) -> int:
             if runner is None:
                 return 0
             stack.callback(runner.stop)
+        freeze_start_up()  # before saying so: started means settled
         print(f"dream project: competing to host {len(READ_MODELS)} read models",
               file=sys.stderr, flush=True)
-        freeze_start_up()
         stop.wait()
     return 0
 
