@@ -36,7 +36,6 @@ class SlowToConnect:
         self.upstream, self.delay = upstream, delay
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
-        self.connections = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -45,7 +44,6 @@ class SlowToConnect:
                 client, _ = self.listener.accept()
             except OSError:  # closed
                 return
-            self.connections += 1
             threading.Thread(target=self._relay, args=(client,), daemon=True).start()
 
     def _relay(self, client: socket.socket) -> None:

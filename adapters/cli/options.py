@@ -37,7 +37,11 @@ def batch_settings_from(args: argparse.Namespace) -> Settings:
     find their pool's connections open) to start each one. So, unless that variable is set, it
     waits up to ``BATCH_STORE_TIMEOUT_SECONDS``, once the database has answered a first
     connection: one that refuses, or does not know the database or user, fails at once."""
-    settings = settings_from(args)
+    return one_shot(settings_from(args))
+
+
+def one_shot(settings: Settings) -> Settings:
+    """``settings`` as ``batch_settings_from`` makes them (a PostgreSQL store probed once)."""
     if not settings.database_url or "store_timeout_seconds" in settings.model_fields_set:
         return settings
     from adapters.store.database_url import require_answer  # noqa: PLC0415 - keeps start fast

@@ -12,6 +12,7 @@ from adapters.cli.options import (
     Commands,
     add_store_options,
     batch_settings_from,
+    one_shot,
     settings_from,
 )
 from domain.errors import InvalidRequestError
@@ -84,9 +85,9 @@ def _migrate(args: argparse.Namespace) -> int:
     from adapters.store.migration import migrate  # noqa: PLC0415
 
     source = batch_settings_from(args)
-    target = source.model_copy(update={
+    target = one_shot(settings_from(args).model_copy(update={  # its own probe and wait
         "database_url": args.to_database_url,
-        "data_dir": Path(args.to_data_dir) if args.to_data_dir else source.data_dir})
+        "data_dir": Path(args.to_data_dir) if args.to_data_dir else source.data_dir}))
     def say(text: str) -> None:
         if not args.json:
             print(text, flush=True)
