@@ -10,7 +10,7 @@ from importlib.metadata import version
 from threading import Thread
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.telemetry import TelemetryConfig
 from starlette.routing import Route
 
@@ -19,7 +19,7 @@ from adapters.http.errors import install_error_handlers
 from adapters.http.limits import MAX_BODY_BYTES, BodyLimit
 from adapters.http.priority import CountRequests
 from adapters.http.review_page import ops_page_router, review_page_router
-from adapters.http.routes import ops, router
+from adapters.http.routes import ops, v1
 from adapters.http.routes.webhooks import webhooks_router
 from adapters.http.token_routes import tokens_router
 from adapters.mcp.http import PATH as MCP_PATH
@@ -117,6 +117,14 @@ NATIVE_TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "lo
                                          "operation_spans": False}
 
 
+def add_routes(api: FastAPI, *routers: APIRouter) -> None:
+    """The routers' routes on the app's own router, as they are. ``include_router`` would keep
+    each router as a node that FastAPI matches the request against again at every level it is
+    nested in, on every request (performance notes); these routers carry their prefix, tags,
+    error responses and dependencies in their routes already."""
+    for router in routers:
+        api.router.routes.extend(router.routes)
+
 def create_app(dreaming: Dreaming, settings: Settings, max_body_bytes: int = MAX_BODY_BYTES,
                started: Callable[[], object] | None = None) -> FastAPI:
     """The API; its read models follow the store while the server runs (lifespan), which
@@ -145,17 +153,14 @@ def create_app(dreaming: Dreaming, settings: Settings, max_body_bytes: int = MAX
     api.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     foreground = Foreground()
     api.add_middleware(CountRequests, foreground=foreground)
-    api.include_router(router)
-    api.include_router(tokens_router)
-    api.include_router(webhooks_router)
-    api.include_router(ops)
-    api.include_router(api_docs_router(api.title))  # /docs and /redoc, from local files
+    add_routes(api, *v1, tokens_router, webhooks_router, ops)
+    add_routes(api, api_docs_router(api.title))  # /docs and /redoc, from local files
     # MCP over streamable HTTP: an ASGI app of its own, outside the OpenAPI document.
     api.router.routes.append(Route(MCP_PATH, mcp.app, include_in_schema=False))
     if settings.review_page:
-        api.include_router(review_page_router())
+        add_routes(api, review_page_router())
     if settings.ops_page:
-        api.include_router(ops_page_router())
+        add_routes(api, ops_page_router())
     if settings.metrics:
         api.add_middleware(ObserveRequests, routes=api.router.routes)  # outermost: sees all
     instrument_app(api)  # with tracing on, a server span for every request (ours)

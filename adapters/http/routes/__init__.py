@@ -1,11 +1,13 @@
 """The routes, one module per resource. Each translates the request, calls one use case on
 behalf of the caller and translates the answer back; rules live in the application.
 
-``router`` is the ``/v1`` API in the order it is documented (``/v1/ops/overview`` last: the
-operations page's numbers); ``ops`` serves ``/healthz`` and ``/metrics``.
+``v1`` is the ``/v1`` API's routers in the order it is documented (``/v1/ops/overview`` last:
+the operations page's numbers); ``ops`` serves ``/healthz`` and ``/metrics``. Every router is
+made by ``v1_router``, so its routes carry their full path, error responses and parameter
+check themselves: the app adds them as they are (:func:`adapters.http.app.add_routes`).
 """
 
-from adapters.http.dependencies import VIEW_POSITION_HEADER, v1_router
+from adapters.http.dependencies import VIEW_POSITION_HEADER
 from adapters.http.routes import (
     audit,
     erasures,
@@ -18,8 +20,7 @@ from adapters.http.routes import (
 )
 from adapters.http.routes.ops import router as ops
 
-router = v1_router()
-for resource in (records, runs, review, knowledge, audit, erasures, events, operations):
-    router.include_router(resource.router)
+v1 = [resource.router
+      for resource in (records, runs, review, knowledge, audit, erasures, events, operations)]
 
-__all__ = ["VIEW_POSITION_HEADER", "ops", "router"]
+__all__ = ["VIEW_POSITION_HEADER", "ops", "v1"]

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 
 from adapters.api import audit as audits
 from adapters.api.schemas import AuditView, ImpactView, TraceView
 from adapters.api.schemas.vocabulary import NodeKindQuery
-from adapters.http.dependencies import After, Calling, reading
+from adapters.http.dependencies import After, Calling, reading, v1_router
 from projections.provenance import PROVENANCE
 
-router = APIRouter()
+router = v1_router()
 
 
 @router.get("/scopes/{scope_id}/audit/trace/{family}/{artifact_id}/{revision}", tags=["audit"])

@@ -4,14 +4,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from adapters.api import erasures
 from adapters.api.schemas.erasure import DerivedQueue, EraseRequest, ErasureList, ErasureView
-from adapters.http.dependencies import Calling, reading
+from adapters.http.dependencies import Calling, reading, v1_router
 from projections.provenance import PROVENANCE
 
-router = APIRouter(prefix="/scopes/{scope_id}/erasures", tags=["erasure"])
+router = v1_router("/scopes/{scope_id}/erasures", tags=["erasure"])
 
 
 @router.post("", status_code=201, dependencies=[reading(PROVENANCE)])

@@ -19,18 +19,18 @@ from typing import Annotated, Any
 
 import msgspec
 from anyio import to_thread
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from adapters.api.problems import STORE_OUTAGES
-from adapters.http.dependencies import App, Bearing, read_view, reading
+from adapters.http.dependencies import App, Bearing, read_view, reading, v1_router
 from adapters.store.projection_runtime import ProjectionStoppedError, ProjectionUnavailableError
 from domain.errors import InvalidRequestError
 from projections.event_feed import DEFAULT_LIMIT, EVENT_FEED, EventFeedView, FeedEvent
 from projections.paging import MAX_LIMIT
 
-router = APIRouter()
+router = v1_router()
 log = logging.getLogger(__name__)
 # What a stream waits out rather than breaking on: the store not answering, and the feed's
 # view unable to follow it meanwhile.

@@ -5,15 +5,15 @@ from __future__ import annotations
 import base64
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 
 from adapters.api import knowledge
 from adapters.api.schemas import KnowledgePage, SkillPackageView
 from adapters.api.schemas.vocabulary import ReviewedFamilyName
-from adapters.http.dependencies import After, Calling, reading
+from adapters.http.dependencies import After, Calling, reading, v1_router
 from projections.knowledge import KNOWLEDGE
 
-router = APIRouter()
+router = v1_router()
 
 
 @router.get("/scopes/{scope_id}/knowledge", tags=["knowledge"],

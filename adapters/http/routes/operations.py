@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 
 from adapters.api.acting import caught_up
 from adapters.api.schemas.ops import (
@@ -19,7 +19,7 @@ from adapters.api.schemas.ops import (
     SlotUse,
     WorkerHealth,
 )
-from adapters.http.dependencies import After, App, Bearing
+from adapters.http.dependencies import After, App, Bearing, v1_router
 from adapters.http.routes.ops import projection_health
 from adapters.observability.readings import model_calls
 from adapters.store.projection_runtime import RunningProjection
@@ -31,7 +31,7 @@ from projections.operations import MAX_MINUTES, MAX_SCOPES, DeploymentOverview, 
 from projections.review_inbox import REVIEW_INBOX
 from projections.runs import RUNS
 
-router = APIRouter()
+router = v1_router()
 
 
 @router.get("/ops/overview", tags=["ops"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 
 from adapters.api import records, scopes
 from adapters.api.schemas import (
@@ -28,7 +28,7 @@ from adapters.api.schemas import (
     ScopeView,
     SourceView,
 )
-from adapters.http.dependencies import After, Calling, reading
+from adapters.http.dependencies import After, Calling, reading, v1_router
 from domain.refs import ArtifactFamily
 from projections.auto_records import AUTO_RECORDS
 from projections.review_inbox import REVIEW_INBOX
@@ -36,7 +36,7 @@ from projections.runs import RUNS
 from projections.scopes import DEFAULT_LIMIT as SCOPES_PER_PAGE
 from projections.scopes import SCOPES
 
-router = APIRouter()
+router = v1_router()
 
 
 # -- scopes ------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from adapters.api import review
 from adapters.api.schemas import (
@@ -17,10 +17,10 @@ from adapters.api.schemas import (
     ReviseCandidate,
 )
 from adapters.api.schemas.vocabulary import InboxStatusQuery, ReviewedFamilyName
-from adapters.http.dependencies import After, Calling, reading
+from adapters.http.dependencies import After, Calling, reading, v1_router
 from projections.review_inbox import REVIEW_INBOX
 
-router = APIRouter()
+router = v1_router()
 
 
 def _candidate_path(scope_id: str, candidate_id: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from adapters.api import runs
 from adapters.api.schemas import (
@@ -15,11 +15,11 @@ from adapters.api.schemas import (
     ErrorResponse,
 )
 from adapters.api.schemas.vocabulary import DreamOperationName, RunStatusName
-from adapters.http.dependencies import After, Calling, answered, reading
+from adapters.http.dependencies import After, Calling, answered, reading, v1_router
 from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS
 
-router = APIRouter()
+router = v1_router()
 
 
 @router.post("/scopes/{scope_id}/dream", status_code=202, tags=["dream"],
