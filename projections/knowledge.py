@@ -15,6 +15,7 @@ reaches either engine, so no query string can cause a syntax error.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -152,6 +153,23 @@ def check_knowledge_family(family: object) -> str | None:
     return check_optional_choice("family", family, KNOWLEDGE_FAMILIES)
 
 
+BAND_SHIFT = 40  # created_position below, up to 2**40 - 1 (a trillion events)
+POSITION_MASK = (1 << BAND_SHIFT) - 1
+BANDS = (1 << (63 - BAND_SHIFT)) - 1  # 1 .. 2**23 - 1: a positive 64-bit key
+
+
+def text_band(scope_id: str) -> int:
+    """The band of SQLite text index keys a scope's rows take (never 0, the keys of view files
+    made before bands). Two scopes may share a band: a search still returns its own scope's
+    rows only (the join filters), it ranks the other's matches too."""
+    digest = hashlib.blake2b(scope_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % BANDS + 1
+
+
+def text_key(scope_id: str, created_position: int) -> int:
+    return text_band(scope_id) << BAND_SHIFT | created_position
+
+
 # -- the view ---------------------------------------------------------------------------------
 
 
@@ -235,9 +253,11 @@ class KnowledgeView(ProjectionView, ABC):
                             if name != "aggregate_id")
         cursor.execute(self._insert_sql(
             "", values, f"ON CONFLICT (aggregate_id) DO UPDATE SET {updates}"), values)
-        self._index_text(cursor, int(identity["created_position"]), str(values["search_text"]))
+        self._index_text(cursor, str(identity["scope_id"]), int(identity["created_position"]),
+                         str(values["search_text"]))
 
-    def _index_text(self, cursor: ViewCursor, doc_id: int, text: str) -> None:
+    def _index_text(self, cursor: ViewCursor, scope_id: str, created_position: int,
+                    text: str) -> None:
         """Keep a separate text index in step with a knowledge row (a generated one needs not)."""
 
     # -- queries --------------------------------------------------------------------------------
@@ -248,21 +268,24 @@ class KnowledgeView(ProjectionView, ABC):
 
         Without ``q``: the newest approvals first.
         """
+        return [_item(row) for row in self._select(*self.search_statement(
+            scope_id, q, family=family, limit=limit))]
+
+    def search_statement(self, scope_id: str, q: str | None = None, *,
+                         family: str | None = None, limit: int = DEFAULT_LIMIT
+                         ) -> tuple[str, dict[str, object]]:
+        """The statement :meth:`search` runs and its parameters (arguments checked)."""
         words = None if q is None else query_words(q)
         filters = {"scope_id": scope_id, "family": check_knowledge_family(family)}
         check_limit(limit)
         params: dict[str, object] = {**filters, "limit": limit}
-        p = self.dialect.param
         conditions = self._filters(filters, alias="k.")
         columns = ", ".join(f"k.{name}" for name in ITEM_COLUMNS)
-        if words is None:
-            statement = (f"SELECT {columns} FROM {self.table()} AS k "
-                         f"WHERE {' AND '.join(conditions)} ORDER BY {NEWEST} "
-                         f"LIMIT {p('limit')}")
-        else:
-            params["query"] = self._query_text(words)
-            statement = self._search_sql(columns, " AND ".join(conditions))
-        return [_item(row) for row in self._select(statement, params)]
+        if words is not None:
+            params.update(self._search_params(scope_id, words))
+            return self._search_sql(columns, " AND ".join(conditions)), params
+        return (f"SELECT {columns} FROM {self.table()} AS k WHERE {' AND '.join(conditions)} "
+                f"ORDER BY {NEWEST} LIMIT {self.dialect.param('limit')}"), params
 
     def get_knowledge(self, scope_id: str, family: str, artifact_id: str,
                       ) -> KnowledgeItem | None:
@@ -274,8 +297,9 @@ class KnowledgeView(ProjectionView, ABC):
         return self._count_in_scope(scope_id)
 
     @abstractmethod
-    def _query_text(self, words: list[str]) -> str:
-        """The words as the backend's query parameter ``query``."""
+    def _search_params(self, scope_id: str, words: list[str]) -> dict[str, object]:
+        """The parameters of :meth:`_search_sql` besides the filters: ``query``, the words as
+        the backend takes them, and any the backend needs."""
 
     @abstractmethod
     def _search_sql(self, columns: str, where: str) -> str:
@@ -292,7 +316,13 @@ def _item(row: Row) -> KnowledgeItem:
 
 class SQLiteKnowledgeView(SQLiteProjectionView, KnowledgeView):
     """Tables ``knowledge``, ``knowledge_identity`` and the FTS5 table ``knowledge_fts`` in
-    ``<data_dir>/views/knowledge.sqlite3``."""
+    ``<data_dir>/views/knowledge.sqlite3``.
+
+    A row's key in ``knowledge_fts`` is its scope's band (:func:`text_band`) above its
+    ``created_position``: a search asks the text index for its scope's band only, so it ranks
+    the scope's matches and never the other scopes' (FTS5 seeks to a key range). Ranks stay
+    those of the whole index (``bm25`` weighs a word by how rare it is in every scope).
+    """
 
     table_prefix = "knowledge"
 
@@ -300,27 +330,56 @@ class SQLiteKnowledgeView(SQLiteProjectionView, KnowledgeView):
         return [*super().view_tables(), self.table("_fts")]
 
     def search_statements(self) -> list[str]:
-        # A plain FTS5 table whose rowid is the knowledge row's created_position (a stable
-        # integer: an implicit rowid may change on VACUUM).
+        # A plain FTS5 table keyed by band and created_position (stable integers: an implicit
+        # rowid may change on VACUUM).
         return [f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.table('_fts')} "
-                "USING fts5(search_text, tokenize = 'porter unicode61')"]
+                "USING fts5(search_text, tokenize = 'porter unicode61')",
+                self._index_ddl("text_keys", "", "created_position, scope_id, family, "
+                                "artifact_id")]
 
-    def _index_text(self, cursor: ViewCursor, doc_id: int, text: str) -> None:
+    def _create_table(self, c: Any) -> None:
+        super()._create_table(c)
+        self._key_text_by_band(c)
+
+    def _key_text_by_band(self, c: Any) -> None:
+        """Key the text of a view file made before bands (by created_position alone) again."""
+        c.execute(f"SELECT 1 FROM {self.table('_fts')} WHERE rowid < {1 << BAND_SHIFT} LIMIT 1")
+        if c.fetchone() is None:
+            return
+        c.execute(f"SELECT scope_id, created_position, search_text FROM {self.table()}")
+        rows = [(text_key(scope_id, created_position), text)
+                for scope_id, created_position, text in c.fetchall()]
+        c.execute(f"DELETE FROM {self.table('_fts')}")
+        c.executemany(f"INSERT INTO {self.table('_fts')} (rowid, search_text) VALUES (?, ?)",
+                      rows)
+
+    def _index_text(self, cursor: ViewCursor, scope_id: str, created_position: int,
+                    text: str) -> None:
         fts, p = self.table("_fts"), self.dialect.param
-        cursor.execute(f"DELETE FROM {fts} WHERE rowid = {p('doc_id')}", {"doc_id": doc_id})
+        key = text_key(scope_id, created_position)
+        cursor.execute(f"DELETE FROM {fts} WHERE rowid = {p('key')}", {"key": key})
         cursor.execute(f"INSERT INTO {fts} (rowid, search_text) "
-                       f"VALUES ({p('doc_id')}, {p('text')})", {"doc_id": doc_id, "text": text})
+                       f"VALUES ({p('key')}, {p('text')})", {"key": key, "text": text})
 
-    def _query_text(self, words: list[str]) -> str:
+    def _search_params(self, scope_id: str, words: list[str]) -> dict[str, object]:
         # Each word a quoted phrase (a word never contains a quote); juxtaposition is AND.
-        return " ".join(f'"{word}"' for word in words)
+        band = text_band(scope_id) << BAND_SHIFT
+        return {"query": " ".join(f'"{word}"' for word in words),
+                "band_start": band, "band_end": band + POSITION_MASK}
 
     def _search_sql(self, columns: str, where: str) -> str:
+        # Ranked on keys alone (an index holds them), then the winners' rows read: sorting
+        # every match with its content and lineage cost more than ranking it.
         fts, p = self.table("_fts"), self.dialect.param
-        return (f"SELECT {columns}, -bm25({fts}) AS rank FROM {fts} "
-                f"JOIN {self.table()} AS k ON k.created_position = {fts}.rowid "
-                f"WHERE {fts} MATCH {p('query')} AND {where} "
-                f"ORDER BY rank DESC, k.artifact_id, k.family LIMIT {p('limit')}")
+        ranked = (f"SELECT k.created_position, -bm25({fts}) AS rank, k.artifact_id, k.family "
+                  f"FROM {fts} JOIN {self.table()} AS k "
+                  f"ON k.created_position = ({fts}.rowid & {POSITION_MASK}) "
+                  f"WHERE {fts} MATCH {p('query')} "
+                  f"AND {fts}.rowid BETWEEN {p('band_start')} AND {p('band_end')} AND {where} "
+                  f"ORDER BY rank DESC, k.artifact_id, k.family LIMIT {p('limit')}")
+        return (f"SELECT {columns}, m.rank FROM ({ranked}) AS m JOIN {self.table()} AS k "
+                "ON k.created_position = m.created_position "
+                "ORDER BY m.rank DESC, k.artifact_id, k.family")
 
 
 class PostgresKnowledgeView(PostgresProjectionView, KnowledgeView):
@@ -336,8 +395,8 @@ class PostgresKnowledgeView(PostgresProjectionView, KnowledgeView):
             f"ON {table} USING GIN (search_vector)",
         ]
 
-    def _query_text(self, words: list[str]) -> str:
-        return " ".join(words)
+    def _search_params(self, scope_id: str, words: list[str]) -> dict[str, object]:
+        return {"query": " ".join(words)}
 
     def _search_sql(self, columns: str, where: str) -> str:
         p = self.dialect.param
