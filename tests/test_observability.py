@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,6 +229,30 @@ def test_json_logs_name_the_request_and_never_a_secret(tmp_path: Path) -> None:
     assert any(line.get("request_id") == "req-from-caller" for line in access)
     for secret in (token, "dream_wrong-secret", "moved tag", "Pin images by digest"):
         assert secret not in output, secret
+
+
+LOG_ONE_RECORD = """
+import logging, os
+from adapters.observability.logs import configure_logging
+configure_logging("api", "json")
+made = []
+logging.getLogger("dream").addFilter(lambda record: made.append(record) or True)
+logging.getLogger("dream").info("hello")
+(record,) = made
+print(repr((record.funcName, record.lineno, record.threadName, record.processName,
+            record.process == os.getpid())))
+"""
+
+
+def test_a_service_log_record_skips_what_no_line_shows() -> None:
+    """No walk up the stack for the caller, no thread or process name: a service's records
+    (every request's access line among them) carry only what its lines show."""
+    done = subprocess.run([sys.executable, "-c", LOG_ONE_RECORD], capture_output=True,
+                          text=True, check=True, timeout=60, cwd=Path(__file__).parents[1])
+    assert done.stdout.strip() == repr(("(unknown function)", 0, None, None, True))
+    (line,) = [json.loads(text) for text in done.stderr.splitlines()]
+    assert (line["message"], line["role"], line["logger"]) == ("hello", "api", "dream")
+    assert line["pid"] > 0
 
 
 def test_the_dashboard_charts_only_series_the_service_exposes(tmp_path: Path) -> None:

@@ -79,3 +79,14 @@ def configure_logging(role: str, log_format: str) -> None:
         logger.propagate = True
         logger.setLevel(logging.INFO)
     logging.getLogger("dream").setLevel(logging.INFO)
+    record_only_what_lines_show()
+
+
+def record_only_what_lines_show() -> None:
+    """Log records skip what no line of this service shows: the calling file, line and
+    function (a walk up the stack for every record) and the thread and process names, as the
+    logging HOWTO's "Optimization" section describes. Every request's access line made a
+    record: about a fifth of the CPU of a light request (a GET, an idempotent replay)."""
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logMultiprocessing = False
