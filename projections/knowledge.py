@@ -346,12 +346,13 @@ class SQLiteKnowledgeView(SQLiteProjectionView, KnowledgeView):
         c.execute(f"SELECT 1 FROM {self.table('_fts')} WHERE rowid < {1 << BAND_SHIFT} LIMIT 1")
         if c.fetchone() is None:
             return
-        c.execute(f"SELECT scope_id, created_position, search_text FROM {self.table()}")
-        rows = [(text_key(scope_id, created_position), text)
-                for scope_id, created_position, text in c.fetchall()]
+        # Streamed by SQLite through the same function that keys new rows: no row in memory.
+        c.sqlite_cursor.connection.create_function("dream_text_key", 2, text_key,
+                                                   deterministic=True)
         c.execute(f"DELETE FROM {self.table('_fts')}")
-        c.executemany(f"INSERT INTO {self.table('_fts')} (rowid, search_text) VALUES (?, ?)",
-                      rows)
+        c.execute(f"INSERT INTO {self.table('_fts')} (rowid, search_text) "
+                  f"SELECT dream_text_key(scope_id, created_position), search_text "
+                  f"FROM {self.table()}")
 
     def _index_text(self, cursor: ViewCursor, scope_id: str, created_position: int,
                     text: str) -> None:
