@@ -12,7 +12,7 @@ import pytest
 from fastapi.dependencies.models import Dependant
 
 from adapters.http.app import create_app
-from adapters.http.dependencies import bearer_of
+from adapters.http.dependencies import acting_of, bearer_of
 from adapters.settings import Settings
 from application.bootstrap import Dreaming
 from tests.conftest import LiveApi
@@ -77,5 +77,8 @@ def test_every_route_takes_one_worker_thread_at_most(app: Dreaming,
     for route in routes:
         calls = list(dependency_calls(route.dependant))
         assert [call for call in calls if not resolved_on_the_event_loop(call)] == [], route.path
-        authenticating += bearer_of in calls
+        # The caller dependency, which also checks the path and query parameters.
+        authenticating += bool({bearer_of, acting_of} & set(calls))
+        assert route.path.startswith("/v1/") == bool({bearer_of, acting_of} & set(calls)), (
+            route.path)
     assert authenticating >= 40  # every /v1 route but none of /healthz, /metrics

@@ -8,9 +8,10 @@ from fastapi import Request
 from adapters.api.params import check_plain
 
 
-async def plain_parameters(request: Request) -> None:
-    """Refuse a path or query value with a control character (a router dependency; ``async``
-    because it does no I/O, so it runs on the event loop instead of taking a worker thread)."""
+def check_plain_parameters(request: Request) -> None:
+    """Refuse a path or query value with a control character. Every ``/v1`` route's caller
+    dependency calls it first (``adapters.http.dependencies.bearer_of``): a dependency of its
+    own cost every request a resolution by FastAPI."""
     for name, value in request.path_params.items():
         if isinstance(value, str):
             check_plain("path", name, value)
