@@ -125,6 +125,7 @@ def add_routes(api: FastAPI, *routers: APIRouter) -> None:
     for router in routers:
         api.router.routes.extend(router.routes)
 
+
 def create_app(dreaming: Dreaming, settings: Settings, max_body_bytes: int = MAX_BODY_BYTES,
                started: Callable[[], object] | None = None) -> FastAPI:
     """The API; its read models follow the store while the server runs (lifespan), which

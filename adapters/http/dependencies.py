@@ -37,7 +37,8 @@ VIEW_POSITION_HEADER = "X-Dream-View-Position"
 
 
 def v1_router(prefix: str = "", tags: list[str | Enum] | None = None) -> APIRouter:
-    """A router under ``/v1``: its error responses documented, its parameters checked."""
+    """A router under ``/v1``, its error responses documented (its routes check their
+    parameters through their caller: :func:`bearer_of`)."""
     return APIRouter(prefix="/v1" + prefix, tags=tags, responses=ERRORS)
 
 
