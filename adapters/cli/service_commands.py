@@ -122,15 +122,24 @@ def _observed(settings: Settings, role: str) -> None:
 
 def _print_stacks(_signum: int = 0, _frame: FrameType | None = None) -> None:
     """Every thread's stack, named, to stderr. Read under the GIL: the C dumper of
-    ``faulthandler`` walks other threads' frames while they run and can crash the process."""
+    ``faulthandler`` walks other threads' frames while they run and can crash the process.
+
+    Every stack is walked before any source file is looked at: looking (even a ``stat``) lets
+    the other threads run, and a thread that moved on meanwhile (out of a generator that
+    then suspended) would show its stack cut short."""
     names = {thread.ident: thread.name for thread in threading.enumerate()}
-    parts = []
-    for ident, frame in sys._current_frames().items():
-        name = names.get(ident, "?")
-        parts.append(f"Thread 0x{ident:016x} {name!r} (most recent call last):\n"
-                     + "".join(traceback.format_stack(frame)))
+    walked = {ident: list(traceback.walk_stack(frame))
+              for ident, frame in sys._current_frames().items()}
+    parts = [f"Thread 0x{ident:016x} {names.get(ident, '?')!r} (most recent call last):\n"
+             + "".join(_oldest_first(frames).format()) for ident, frames in walked.items()]
     sys.stderr.write("\n".join(parts) + "\n")
     sys.stderr.flush()
+
+
+def _oldest_first(frames: list[tuple[FrameType, int]]) -> traceback.StackSummary:
+    stack = traceback.StackSummary.extract(iter(frames))
+    stack.reverse()
+    return stack
 
 
 def _stacks_on_sigusr1() -> None:
