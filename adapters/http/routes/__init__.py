@@ -3,8 +3,9 @@ behalf of the caller and translates the answer back; rules live in the applicati
 
 ``v1`` is the ``/v1`` API's routers in the order it is documented (``/v1/ops/overview`` last:
 the operations page's numbers); ``ops`` serves ``/healthz`` and ``/metrics``. Every router is
-made by ``v1_router``, so its routes carry their full path, error responses and parameter
-check themselves: the app adds them as they are (:func:`adapters.http.app.add_routes`).
+made by ``v1_router``, so its routes carry their full path, tags and error responses
+themselves: the app adds them as they are (:func:`adapters.http.app.add_routes`). Each route
+checks its path and query parameters through its caller dependency.
 """
 
 from adapters.http.dependencies import VIEW_POSITION_HEADER
