@@ -14,7 +14,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from application.access import ScopeGate
+from application.access import Acting, ScopeGate
 from application.credentials import Who
 from application.evidence_reader import StoreEvidenceReader, addresses
 from application.ports import Clock, TraceContext, no_trace_context
@@ -88,19 +88,12 @@ class DreamRuns:
     def request_dream(self, who: Who, scope_id: str,
                       request: DreamRequest) -> Written[Admission]:
         # One round trip authenticates and reads the scope, the run this key names, and the
-        # direct evidence; the run's id derives from the principal, so a token this process
-        # has not read before is read on its own first.
-        principal = who.principal
-        if principal is None:
-            who = self.gate.authenticate(who)
-            principal = who.name
-        run_key = dream_run_aggregate_id(scope_id, self.run_id_for(principal, scope_id, request))
+        # direct evidence.
         direct = addresses(scope_id, direct_references(request))
-        acting = self.gate.acting_in(who, scope_id, Action.READ, {**direct, run_key: DreamRun})
-        caller, scope, found = acting.caller, acting.scope, acting.found
-        existing: DreamRun | None = found.pop(run_key)
+        run_key, existing, acting = self._run_named(who, scope_id, request, direct)
         if existing is not None:
             return Written(Admission(self.replay(existing, request), replayed=True), None)
+        caller, scope, found = acting.caller, acting.scope, acting.found
         self.policy.check(caller, scope, Action.CONTRIBUTE)
         evidence = self.check_evidence(caller, scope, request, found)  # before the turn
         trace = self.trace_context()  # this caller's, read here: another thread may commit
@@ -110,6 +103,28 @@ class DreamRuns:
                                              trace_parent=trace)))
         assert isinstance(run, DreamRun)
         return Written(Admission(run, replayed=False), position)
+
+    def replayed(self, who: Who, scope_id: str, request: DreamRequest) -> Admission | None:
+        """The run this request's idempotency key already names, replayed (None when there is
+        none yet): the read-only start of :meth:`request_dream`, with its checks, for a caller
+        that expects a replay."""
+        _, existing, _ = self._run_named(who, scope_id, request, {})
+        return None if existing is None else Admission(self.replay(existing, request), True)
+
+    def _run_named(self, who: Who, scope_id: str, request: DreamRequest,
+                   also: Mapping[UUID, type[Aggregate]]
+                   ) -> tuple[UUID, DreamRun | None, Acting]:
+        """The run the request's key names: its aggregate id and the run (or None), with the
+        caller acting in the scope and ``also`` read, in one round trip. The run's id derives
+        from the principal, so a token this process has not read before is read first."""
+        principal = who.principal
+        if principal is None:
+            who = self.gate.authenticate(who)
+            principal = who.name
+        run_key = dream_run_aggregate_id(scope_id, self.run_id_for(principal, scope_id, request))
+        acting = self.gate.acting_in(who, scope_id, Action.READ, {**also, run_key: DreamRun})
+        existing: DreamRun | None = acting.found.pop(run_key)
+        return run_key, existing, acting
 
     @staticmethod
     def run_id_for(principal: str, scope_id: str, request: DreamRequest) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 from adapters.api.acting import Acting
 from adapters.api.schemas import (
     AutoDreamStatusView,
@@ -10,8 +12,14 @@ from adapters.api.schemas import (
     DreamRunSummary,
     DreamRunView,
 )
+from application.bootstrap import Dreaming
 from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS
+
+# Keys this process has answered with a run, per deployment: a request naming one again is
+# most likely a replay, worth trying as a read (bounded: forgotten all at once when full).
+MAX_ANSWERED_KEYS = 16_384
+_answered_keys: WeakKeyDictionary[Dreaming, set[tuple[str, str]]] = WeakKeyDictionary()
 
 
 def request_dream(acting: Acting, scope_id: str, body: CreateDreamRun) -> DreamRunView:
@@ -21,7 +29,30 @@ def request_dream(acting: Acting, scope_id: str, body: CreateDreamRun) -> DreamR
     run = written.value.run
     if acting.workers is not None and not run.terminal:
         acting.workers.wake()
+    _remember_answered(app, scope_id, body.idempotency_key)
     return DreamRunView.of(run, acting.shown(written, run))
+
+
+def replay_likely(acting: Acting, scope_id: str, body: CreateDreamRun) -> bool:
+    """Whether this process has answered the request's key in the scope before."""
+    return (scope_id, body.idempotency_key) in _answered_keys.get(acting.app, ())
+
+
+def replayed(acting: Acting, scope_id: str, body: CreateDreamRun) -> DreamRunView | None:
+    """The replay of the run the request's key names, with every check an admission makes
+    first; None when the key names no run of this caller's yet (then admit). Reads only."""
+    app, who = acting.app, acting.who()
+    admission = app.runs.replayed(who, scope_id, app.gate.checked(who, body.to_domain))
+    if admission is None:
+        return None
+    return DreamRunView.of(admission.run, app.store.position_of(admission.run))
+
+
+def _remember_answered(app: Dreaming, scope_id: str, key: str) -> None:
+    answered = _answered_keys.setdefault(app, set())
+    if len(answered) >= MAX_ANSWERED_KEYS:
+        answered.clear()
+    answered.add((scope_id, key))
 
 
 def list_runs(acting: Acting, scope_id: str, status: str | None, operation: str | None,

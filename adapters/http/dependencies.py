@@ -3,7 +3,7 @@ position a response shows, and the ``/v1`` error responses."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any, TypeVar
@@ -11,17 +11,21 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Query, Request, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from adapters.api.acting import Acting, CallerSource, caller_of, caught_up, who_of
 from adapters.api.schemas import ErrorResponse
 from adapters.http.params import check_plain_parameters
 from adapters.store.projection_runtime import RunningProjection
+from adapters.store.recorders import ReadSetSQLiteApplicationRecorder
+from adapters.store.without_waiting import WouldWaitError, reads_without_waiting
 from application.bootstrap import Dreaming
 from application.credentials import Who
 from domain.policy import Caller
 from projections.base import ProjectionSpec, ProjectionView
 
 TView = TypeVar("TView", bound=ProjectionView)
+T = TypeVar("T")
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": description}
@@ -143,3 +147,23 @@ def answered(model: BaseModel, status_code: int = 200,
     the ones FastAPI would send."""
     return Response(model.model_dump_json(), status_code=status_code, headers=headers,
                     media_type="application/json")
+
+
+async def read_first(acting: Acting, read: Callable[[], T]) -> T:
+    """``read()``, a point read of the event store, answered on the event loop when the store
+    can answer it without waiting, else in a worker thread (ADR-0040).
+
+    On the embedded store a read on a free connection never waits (SQLite's WAL lets readers
+    read beside a writer), and answering it on the loop spares the thread hop there and back
+    that a synchronous route takes. Should it need to wait after all (no connection free), it
+    stops before reading anything and runs again in a worker thread, where waiting is harmless.
+    ``read`` must not write: the store refuses a write inside it, and the call runs again on
+    a worker thread. On PostgreSQL every read is a network round trip, so it always takes the
+    thread."""
+    if isinstance(acting.app.store.recorder, ReadSetSQLiteApplicationRecorder):
+        try:
+            with reads_without_waiting():
+                return read()
+        except WouldWaitError:
+            pass
+    return await run_in_threadpool(read)

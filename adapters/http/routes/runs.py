@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from fastapi import Response
+from starlette.concurrency import run_in_threadpool
 
 from adapters.api import runs
 from adapters.api.schemas import (
@@ -15,7 +16,14 @@ from adapters.api.schemas import (
     ErrorResponse,
 )
 from adapters.api.schemas.vocabulary import DreamOperationName, RunStatusName
-from adapters.http.dependencies import After, Calling, answered, reading, v1_router
+from adapters.http.dependencies import (
+    After,
+    Calling,
+    answered,
+    read_first,
+    reading,
+    v1_router,
+)
 from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS
 
@@ -27,9 +35,13 @@ router = v1_router()
     200: {"model": DreamRunView, "description": "Replay of a run that already finished"},
     429: {"model": ErrorResponse, "description": "Too many unfinished runs in the scope"},
     503: {"model": ErrorResponse, "description": "Dream runs are unavailable"}})
-def request_dream(scope_id: str, body: CreateDreamRun, acting: Calling) -> Response:
+async def request_dream(scope_id: str, body: CreateDreamRun, acting: Calling) -> Response:
     """Admit a run (202 with Location), or replay the run this idempotency key names."""
-    view = runs.request_dream(acting, scope_id, body)
+    view = None
+    if runs.replay_likely(acting, scope_id, body):  # a read answers it: see ``read_first``
+        view = await read_first(acting, lambda: runs.replayed(acting, scope_id, body))
+    if view is None:
+        view = await run_in_threadpool(runs.request_dream, acting, scope_id, body)
     location = f"/v1/scopes/{quote(view.scope_id)}/dream/{view.run_id}"
     return answered(view, 200 if view.terminal else 202, {"Location": location})
 
@@ -53,5 +65,5 @@ def auto_dream_status(scope_id: str, acting: Calling, after: After = None) -> Au
 
 
 @router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"], response_model=DreamRunView)
-def get_dream(scope_id: str, run_id: str, acting: Calling) -> Response:
-    return answered(runs.get_run(acting, scope_id, run_id))
+async def get_dream(scope_id: str, run_id: str, acting: Calling) -> Response:
+    return answered(await read_first(acting, lambda: runs.get_run(acting, scope_id, run_id)))
