@@ -88,6 +88,53 @@ def test_a_replay_and_a_get_are_read_on_the_loop_only_on_sqlite(
     assert (seen["replayed"], seen["get_dream"]) == ([expected], [expected])
 
 
+POINT_READS = ["/v1/scopes/team", "/v1/scopes/team/roles", "/v1/scopes/team/sources/task/t1",
+               "/v1/scopes/team/artifacts/experience/x0",
+               "/v1/scopes/team/artifacts/experience/x0/revisions/1",
+               "/v1/scopes/team/memories/m1", "{entry}", "{run}"]
+
+
+def test_every_point_read_route_reads_on_the_loop_only_on_sqlite(
+        live_api: LiveApi, settings: Settings) -> None:
+    app = live_api.dreaming
+    carl = prepared(live_api, "carl")["carl"]
+    app.records.grant_role(ADMIN, "team", "carl", "admin")  # to read the roles too
+    app.records.record_source(ADMIN, "team", "task", "t1", text="did it")
+    app.records.create_memory(ADMIN, "team", "m1", principal="admin")
+    cited = app.records.add_entry(ADMIN, "team", "m1", "e1", "fact", "a fact").value.citation
+    paths = {"{entry}": f"/v1/scopes/team/memories/m1/revisions/{cited.memory_ref.revision}"
+                        f"/entries/e1/versions/{cited.entry_version_id}"}
+    expected = "AnyIO worker thread" if settings.uses_postgres else LOOP
+    with httpx.Client(base_url=live_api.base_url, headers=carl) as http:
+        paths["{run}"] = http.post("/v1/scopes/team/dream", json=REQUEST).headers["location"]
+        for path in POINT_READS:
+            with connections_taken(app) as threads:
+                answer = http.get(paths.get(path, path))
+            assert answer.status_code == 200, (path, answer.text)
+            assert set(threads) == {expected}, path
+
+
+@contextmanager
+def connections_taken(app: Dreaming) -> Iterator[list[str]]:
+    """The threads that take an event store connection for a request while inside (the
+    test server's loop and its worker threads; not background work)."""
+    datastore = app.store.recorder.datastore  # type: ignore[attr-defined]
+    original = datastore.get_connection
+    threads: list[str] = []
+
+    def taking(*args: Any, **kwargs: Any) -> Any:
+        name = threading.current_thread().name
+        if name in (LOOP, "AnyIO worker thread"):
+            threads.append(name)
+        return original(*args, **kwargs)
+
+    datastore.get_connection = taking
+    try:
+        yield threads
+    finally:
+        del datastore.get_connection
+
+
 def test_a_replay_read_on_the_loop_checks_what_an_admission_checks(live_api: LiveApi) -> None:
     app = live_api.dreaming
     headers = prepared(live_api, "carl", "cora")
@@ -176,11 +223,11 @@ def test_read_first_writes_once_in_a_thread_a_call_that_writes(app: Dreaming,
     acting = Acting(app, Authenticated(LOCAL), lambda spec, after: None)
     threads: list[str] = []
 
-    def record() -> None:
+    def record(acting: Acting) -> None:
         threads.append(threading.current_thread().name)
-        app.records.record_source(LOCAL, "team", "task", "t1", text="did it")
+        acting.app.records.record_source(LOCAL, "team", "task", "t1", text="did it")
 
-    asyncio.run(read_first(acting, record))
+    asyncio.run(read_first(record, acting))
     tried_on_the_loop = [] if settings.uses_postgres else ["MainThread"]
     assert threads == [*tried_on_the_loop, "AnyIO worker thread"]
     assert app.store.max_position() == head + 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -26,6 +26,7 @@ from projections.base import ProjectionSpec, ProjectionView
 
 TView = TypeVar("TView", bound=ProjectionView)
 T = TypeVar("T")
+P = ParamSpec("P")
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": description}
@@ -149,21 +150,22 @@ def answered(model: BaseModel, status_code: int = 200,
                     media_type="application/json")
 
 
-async def read_first(acting: Acting, read: Callable[[], T]) -> T:
-    """``read()``, a point read of the event store, answered on the event loop when the store
-    can answer it without waiting, else in a worker thread (ADR-0040).
+async def read_first(read: Callable[Concatenate[Acting, P], T], acting: Acting,
+                     *args: P.args, **kwargs: P.kwargs) -> T:
+    """``read(acting, ...)``, a point read of the event store, answered on the event loop when
+    the store can answer it without waiting, else in a worker thread (ADR-0040).
 
     On the embedded store a read on a free connection never waits (SQLite's WAL lets readers
     read beside a writer), and answering it on the loop spares the thread hop there and back
     that a synchronous route takes. Should it need to wait after all (no connection free), it
     stops before reading anything and runs again in a worker thread, where waiting is harmless.
-    ``read`` must not write: the store refuses a write inside it, and the call runs again on
+    ``read`` must not write: the store refuses a write inside it, and the call runs again in
     a worker thread. On PostgreSQL every read is a network round trip, so it always takes the
     thread."""
     if isinstance(acting.app.store.recorder, ReadSetSQLiteApplicationRecorder):
         try:
             with reads_without_waiting():
-                return read()
+                return read(acting, *args, **kwargs)
         except WouldWaitError:
             pass
-    return await run_in_threadpool(read)
+    return await run_in_threadpool(read, acting, *args, **kwargs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from adapters.api import erasures
 from adapters.api.schemas.erasure import DerivedQueue, EraseRequest, ErasureList, ErasureView
-from adapters.http.dependencies import Calling, reading, v1_router
+from adapters.http.dependencies import Calling, read_first, reading, v1_router
 from projections.provenance import PROVENANCE
 
 router = v1_router("/scopes/{scope_id}/erasures", tags=["erasure"])
@@ -36,5 +36,5 @@ def derived(scope_id: str, acting: Calling) -> DerivedQueue:
 
 
 @router.get("/{erasure_id}")
-def get_erasure(scope_id: str, erasure_id: str, acting: Calling) -> ErasureView:
-    return erasures.get_erasure(acting, scope_id, erasure_id)
+async def get_erasure(scope_id: str, erasure_id: str, acting: Calling) -> ErasureView:
+    return await read_first(erasures.get_erasure, acting, scope_id, erasure_id)

@@ -28,7 +28,7 @@ from adapters.api.schemas import (
     ScopeView,
     SourceView,
 )
-from adapters.http.dependencies import After, Calling, reading, v1_router
+from adapters.http.dependencies import After, Calling, read_first, reading, v1_router
 from domain.refs import ArtifactFamily
 from projections.auto_records import AUTO_RECORDS
 from projections.review_inbox import REVIEW_INBOX
@@ -56,8 +56,8 @@ def list_scopes(acting: Calling, cursor: str | None = None,
 
 
 @router.get("/scopes/{scope_id}", tags=["scopes"])
-def get_scope(scope_id: str, acting: Calling) -> ScopeView:
-    return records.get_scope(acting, scope_id)
+async def get_scope(scope_id: str, acting: Calling) -> ScopeView:
+    return await read_first(records.get_scope, acting, scope_id)
 
 
 @router.get("/scopes/{scope_id}/status", tags=["scopes"],
@@ -74,8 +74,8 @@ def change_settings(scope_id: str, body: ChangeSettings, acting: Calling) -> Sco
 
 
 @router.get("/scopes/{scope_id}/roles", tags=["access"])
-def get_roles(scope_id: str, acting: Calling) -> RolesView:
-    return records.get_roles(acting, scope_id)
+async def get_roles(scope_id: str, acting: Calling) -> RolesView:
+    return await read_first(records.get_roles, acting, scope_id)
 
 
 @router.post("/scopes/{scope_id}/roles", tags=["access"])
@@ -112,8 +112,9 @@ def record_source(scope_id: str, body: RecordSource, acting: Calling,
 
 
 @router.get("/scopes/{scope_id}/sources/{source_type}/{source_id:path}", tags=["sources"])
-def get_source(scope_id: str, source_type: str, source_id: str, acting: Calling) -> SourceView:
-    return records.get_source(acting, scope_id, source_type, source_id)
+async def get_source(scope_id: str, source_type: str, source_id: str,
+                     acting: Calling) -> SourceView:
+    return await read_first(records.get_source, acting, scope_id, source_type, source_id)
 
 
 # -- artifacts ---------------------------------------------------------------------------------
@@ -130,15 +131,16 @@ def replace_artifact(scope_id: str, family: str, artifact_id: str, body: Replace
 
 
 @router.get("/scopes/{scope_id}/artifacts/{family}/{artifact_id}", tags=["artifacts"])
-def get_head(scope_id: str, family: str, artifact_id: str, acting: Calling) -> RevisionView:
-    return records.get_revision(acting, scope_id, family, artifact_id)
+async def get_head(scope_id: str, family: str, artifact_id: str, acting: Calling) -> RevisionView:
+    return await read_first(records.get_revision, acting, scope_id, family, artifact_id)
 
 
 @router.get("/scopes/{scope_id}/artifacts/{family}/{artifact_id}/revisions/{revision}",
             tags=["artifacts"])
-def get_revision(scope_id: str, family: str, artifact_id: str, revision: int,
+async def get_revision(scope_id: str, family: str, artifact_id: str, revision: int,
                  acting: Calling) -> RevisionView:
-    return records.get_revision(acting, scope_id, family, artifact_id, revision)
+    return await read_first(records.get_revision, acting, scope_id, family, artifact_id,
+                            revision)
 
 
 # -- memory ------------------------------------------------------------------------------------
@@ -176,13 +178,14 @@ def reactivate_entry(scope_id: str, memory_id: str, entry_id: str, body: Reactiv
 
 @router.get("/scopes/{scope_id}/memories/{memory_id}/revisions/{revision}/entries/{entry_id}"
             "/versions/{entry_version_id}", tags=["memory"])
-def read_entry_version(scope_id: str, memory_id: str, revision: int, entry_id: str,
+async def read_entry_version(scope_id: str, memory_id: str, revision: int, entry_id: str,
                        entry_version_id: str, acting: Calling) -> EntryVersionView:
     """The exact entry version a MemoryCitation names."""
-    return records.read_entry_version(acting, scope_id, memory_id, revision, entry_id,
-                                      entry_version_id)
+    return await read_first(records.read_entry_version, acting, scope_id, memory_id,
+                            revision, entry_id, entry_version_id)
 
 
 @router.get("/scopes/{scope_id}/memories/{memory_id}", tags=["memory"])
-def get_memory(scope_id: str, memory_id: str, acting: Calling) -> RevisionView:
-    return records.get_revision(acting, scope_id, ArtifactFamily.MEMORY, memory_id)
+async def get_memory(scope_id: str, memory_id: str, acting: Calling) -> RevisionView:
+    return await read_first(records.get_revision, acting, scope_id, ArtifactFamily.MEMORY,
+                            memory_id)

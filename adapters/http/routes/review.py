@@ -17,7 +17,7 @@ from adapters.api.schemas import (
     ReviseCandidate,
 )
 from adapters.api.schemas.vocabulary import InboxStatusQuery, ReviewedFamilyName
-from adapters.http.dependencies import After, Calling, reading, v1_router
+from adapters.http.dependencies import After, Calling, read_first, reading, v1_router
 from projections.review_inbox import REVIEW_INBOX
 
 router = v1_router()
@@ -53,8 +53,8 @@ def list_candidates(scope_id: str, acting: Calling, status: InboxStatusQuery = "
 
 
 @router.get("/scopes/{scope_id}/candidates/{candidate_id}", tags=["review"])
-def get_candidate(scope_id: str, candidate_id: str, acting: Calling) -> CandidateView:
-    return review.get_candidate(acting, scope_id, candidate_id)
+async def get_candidate(scope_id: str, candidate_id: str, acting: Calling) -> CandidateView:
+    return await read_first(review.get_candidate, acting, scope_id, candidate_id)
 
 
 @router.get("/scopes/{scope_id}/candidates/{candidate_id}/evidence", tags=["review"])

@@ -39,7 +39,7 @@ async def request_dream(scope_id: str, body: CreateDreamRun, acting: Calling) ->
     """Admit a run (202 with Location), or replay the run this idempotency key names."""
     view = None
     if runs.replay_likely(acting, scope_id, body):  # a read answers it: see ``read_first``
-        view = await read_first(acting, lambda: runs.replayed(acting, scope_id, body))
+        view = await read_first(runs.replayed, acting, scope_id, body)
     if view is None:
         view = await run_in_threadpool(runs.request_dream, acting, scope_id, body)
     location = f"/v1/scopes/{quote(view.scope_id)}/dream/{view.run_id}"
@@ -66,4 +66,4 @@ def auto_dream_status(scope_id: str, acting: Calling, after: After = None) -> Au
 
 @router.get("/scopes/{scope_id}/dream/{run_id}", tags=["dream"], response_model=DreamRunView)
 async def get_dream(scope_id: str, run_id: str, acting: Calling) -> Response:
-    return answered(await read_first(acting, lambda: runs.get_run(acting, scope_id, run_id)))
+    return answered(await read_first(runs.get_run, acting, scope_id, run_id))
