@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError, Tracking
+from eventsourcing.persistence import (
+    ConnectionUnavailableError,
+    InterfaceError,
+    OperationalError,
+    PersistenceError,
+    Tracking,
+)
 from eventsourcing.postgres import PostgresDatastore, PostgresRecorder, PostgresTrackingRecorder
 from eventsourcing.sqlite import (
     SQLiteConnection,
@@ -25,12 +31,16 @@ from projections.base import Datastore, ProjectionView
 from projections.batches import BatchAbortedError
 from projections.dialect import POSTGRES, SQLITE, ViewCursor
 from projections.rendered_sql import RenderedStatements
+from projections.without_waiting import WouldWaitError, waiting_refused
 
 TRACKING_SUFFIX = "_tracking"
 
 
 class SynchronousPool(SQLiteConnectionPool):
-    """Connections that open with ``PRAGMA synchronous`` set to :attr:`level`."""
+    """Connections that open with ``PRAGMA synchronous`` set to :attr:`level`.
+
+    Inside ``reads_without_waiting`` the pool waits for nothing: a read gets a connection
+    that is free now, and a write none (ADR-0040)."""
 
     level: ClassVar[str] = "FULL"
 
@@ -38,6 +48,19 @@ class SynchronousPool(SQLiteConnectionPool):
         connection = super()._create_connection()
         connection.cursor().execute(f"PRAGMA synchronous={self.level}")
         return connection
+
+    def get_connection(self, timeout: float | None = None, *,
+                       is_writer: bool | None = None) -> SQLiteConnection:
+        if not waiting_refused():
+            return super().get_connection(timeout, is_writer=is_writer)
+        if is_writer:
+            msg = "a write takes turns for SQLite's write lock"
+            raise WouldWaitError(msg)
+        try:
+            return super().get_connection(0, is_writer=is_writer)
+        except ConnectionUnavailableError as error:
+            msg = "no SQLite connection is free"
+            raise WouldWaitError(msg) from error
 
 
 class _ViewConnectionPool(SynchronousPool):

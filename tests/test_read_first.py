@@ -15,12 +15,12 @@ import httpx
 import pytest
 from eventsourcing.sqlite import SQLiteConnection
 
-from adapters.api.acting import Acting, Authenticated
+from adapters.api.acting import Acting, Authenticated, caught_up
 from adapters.http.dependencies import read_first
 from adapters.settings import Settings
-from adapters.store.without_waiting import WouldWaitError, reads_without_waiting
 from application.bootstrap import Dreaming
 from domain.policy import LOCAL, Caller
+from projections.without_waiting import WouldWaitError, reads_without_waiting
 from tests.conftest import LiveApi
 
 ADMIN = Caller("admin", admin=True)
@@ -88,13 +88,14 @@ def test_a_replay_and_a_get_are_read_on_the_loop_only_on_sqlite(
     assert (seen["replayed"], seen["get_dream"]) == ([expected], [expected])
 
 
-POINT_READS = ["/v1/scopes/team", "/v1/scopes/team/roles", "/v1/scopes/team/sources/task/t1",
+READS_FIRST = ["/v1/scopes/team", "/v1/scopes/team/roles", "/v1/scopes/team/sources/task/t1",
                "/v1/scopes/team/artifacts/experience/x0",
                "/v1/scopes/team/artifacts/experience/x0/revisions/1",
-               "/v1/scopes/team/memories/m1", "{entry}", "{run}"]
+               "/v1/scopes/team/memories/m1", "{entry}", "{run}",
+               "/v1/scopes", "/v1/scopes/team/dream?limit=100", "/v1/scopes/team/candidates"]
 
 
-def test_every_point_read_route_reads_on_the_loop_only_on_sqlite(
+def test_every_read_first_route_reads_on_the_loop_only_on_sqlite(
         live_api: LiveApi, settings: Settings) -> None:
     app = live_api.dreaming
     carl = prepared(live_api, "carl")["carl"]
@@ -107,11 +108,14 @@ def test_every_point_read_route_reads_on_the_loop_only_on_sqlite(
     expected = "AnyIO worker thread" if settings.uses_postgres else LOOP
     with httpx.Client(base_url=live_api.base_url, headers=carl) as http:
         paths["{run}"] = http.post("/v1/scopes/team/dream", json=REQUEST).headers["location"]
-        for path in POINT_READS:
+        for path in READS_FIRST:
+            assert http.get(paths.get(path, path)).status_code == 200  # its view caught up
             with connections_taken(app) as threads:
                 answer = http.get(paths.get(path, path))
             assert answer.status_code == 200, (path, answer.text)
             assert set(threads) == {expected}, path
+        listed = http.get("/v1/scopes/team/dream").json()["runs"]
+        assert [run["run_id"] for run in listed] == [paths["{run}"].rsplit("/", 1)[1]]
 
 
 @contextmanager
@@ -231,3 +235,30 @@ def test_read_first_writes_once_in_a_thread_a_call_that_writes(app: Dreaming,
     tried_on_the_loop = [] if settings.uses_postgres else ["MainThread"]
     assert threads == [*tried_on_the_loop, "AnyIO worker thread"]
     assert app.store.max_position() == head + 1
+
+
+class BehindView:
+    """A running read model that has applied nothing yet."""
+
+    name = "runs"
+    view = None
+
+    def __init__(self) -> None:
+        self.waited: list[int | None] = []
+
+    def position(self) -> int:
+        return 0
+
+    def wait(self, position: int | None, timeout: float) -> None:
+        self.waited.append(position)
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_a_read_model_read_on_the_loop_refuses_to_wait_for_its_view(app: Dreaming) -> None:
+    app.records.create_scope(LOCAL, "team")
+    behind = BehindView()
+    with reads_without_waiting(), pytest.raises(WouldWaitError):
+        caught_up(app, behind, None, 5.0)  # type: ignore[arg-type]
+    assert behind.waited == []
+    caught_up(app, behind, None, 5.0)  # type: ignore[arg-type]
+    assert behind.waited == [app.store.max_position()]

@@ -16,6 +16,7 @@ from application.store import Written
 from domain.errors import InvalidRequestError, UnauthorizedError
 from domain.policy import LOCAL, Caller
 from projections.base import ProjectionSpec, ProjectionView
+from projections.without_waiting import WouldWaitError, waiting_refused
 
 TView = TypeVar("TView", bound=ProjectionView)
 
@@ -122,6 +123,9 @@ def caught_up(app: Dreaming, projection: RunningProjection[TView], after: int | 
     if after is not None and not 0 <= after <= head:
         raise InvalidRequestError("after must be a position this server has recorded",
                                   field="after", head=head)
+    if waiting_refused() and projection.position() < head:
+        msg = f"view {projection.name!r} has not yet applied position {head}"
+        raise WouldWaitError(msg)
     projection.wait(head or None, timeout=wait_seconds)
     view: TView = projection.view
     return view

@@ -18,11 +18,11 @@ from adapters.api.schemas import ErrorResponse
 from adapters.http.params import check_plain_parameters
 from adapters.store.projection_runtime import RunningProjection
 from adapters.store.recorders import ReadSetSQLiteApplicationRecorder
-from adapters.store.without_waiting import WouldWaitError, reads_without_waiting
 from application.bootstrap import Dreaming
 from application.credentials import Who
 from domain.policy import Caller
 from projections.base import ProjectionSpec, ProjectionView
+from projections.without_waiting import WouldWaitError, reads_without_waiting
 
 TView = TypeVar("TView", bound=ProjectionView)
 T = TypeVar("T")
@@ -152,16 +152,17 @@ def answered(model: BaseModel, status_code: int = 200,
 
 async def read_first(read: Callable[Concatenate[Acting, P], T], acting: Acting,
                      *args: P.args, **kwargs: P.kwargs) -> T:
-    """``read(acting, ...)``, a point read of the event store, answered on the event loop when
-    the store can answer it without waiting, else in a worker thread (ADR-0040).
+    """``read(acting, ...)``, a bounded read (a few aggregates by key, or a page of a read
+    model), answered on the event loop when the store can answer it without waiting, else in
+    a worker thread (ADR-0040).
 
     On the embedded store a read on a free connection never waits (SQLite's WAL lets readers
     read beside a writer), and answering it on the loop spares the thread hop there and back
-    that a synchronous route takes. Should it need to wait after all (no connection free), it
-    stops before reading anything and runs again in a worker thread, where waiting is harmless.
-    ``read`` must not write: the store refuses a write inside it, and the call runs again in
-    a worker thread. On PostgreSQL every read is a network round trip, so it always takes the
-    thread."""
+    that a synchronous route takes. Should it need to wait after all (no connection free, or
+    a read model still applying what the read must include), it stops before answering and
+    runs again in a worker thread, where waiting is harmless. ``read`` must not write: the
+    store refuses a write inside it, and the call runs again in a worker thread. On PostgreSQL
+    every read is a network round trip, so it always takes the thread."""
     if isinstance(acting.app.store.recorder, ReadSetSQLiteApplicationRecorder):
         try:
             with reads_without_waiting():

@@ -24,7 +24,6 @@ from uuid import UUID
 import psycopg
 from eventsourcing.persistence import (
     ApplicationRecorder,
-    ConnectionUnavailableError,
     ListenNotifySubscription,
     StoredEvent,
     Subscription,
@@ -47,7 +46,6 @@ from adapters.observability.store_metrics import counted_commit
 from adapters.store.file_turns import FileTurns
 from adapters.store.pool_tuning import tune_pool
 from adapters.store.sealing import KEYS_TABLE, DataKeys
-from adapters.store.without_waiting import WouldWaitError, waiting_refused
 from application.ports import EventsOfMany, ReadSetChangedError
 from projections.backends import SerialisedSchema, SynchronousPool
 from projections.rendered_sql import RenderedNotifications, RenderedStatements, rendered
@@ -105,28 +103,12 @@ SCRUB_PAUSE = 0.05  # seconds between checkpoint attempts
 class EventStorePool(SynchronousPool):
     """The event store's connections also ``secure_delete``: a data key an erasure deletes is
     overwritten in the file, not merely unlinked from its page (ADR-0030). Events are never
-    deleted, so nothing else pays for it.
-
-    Inside ``reads_without_waiting`` the pool waits for nothing: a read gets a connection
-    that is free now, and a write none (ADR-0040)."""
+    deleted, so nothing else pays for it."""
 
     def _create_connection(self) -> SQLiteConnection:
         connection = super()._create_connection()
         connection.cursor().execute("PRAGMA secure_delete=ON")
         return connection
-
-    def get_connection(self, timeout: float | None = None, *,
-                       is_writer: bool | None = None) -> SQLiteConnection:
-        if not waiting_refused():
-            return super().get_connection(timeout, is_writer=is_writer)
-        if is_writer:
-            msg = "a write takes turns for SQLite's write lock"
-            raise WouldWaitError(msg)
-        try:
-            return super().get_connection(0, is_writer=is_writer)
-        except ConnectionUnavailableError as error:
-            msg = "no event store connection is free"
-            raise WouldWaitError(msg) from error
 
 
 class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):

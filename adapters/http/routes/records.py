@@ -47,12 +47,12 @@ def create_scope(body: CreateScope, acting: Calling) -> ScopeView:
 
 
 @router.get("/scopes", tags=["scopes"], dependencies=[reading(SCOPES)])
-def list_scopes(acting: Calling, cursor: str | None = None,
-                limit: Annotated[int, Query(description="Scopes per page, 1-100.")]
-                = SCOPES_PER_PAGE, after: After = None) -> ScopePage:
+async def list_scopes(acting: Calling, cursor: str | None = None,
+                      limit: Annotated[int, Query(description="Scopes per page, 1-100.")]
+                      = SCOPES_PER_PAGE, after: After = None) -> ScopePage:
     """The scopes the caller may read (every scope, for a deployment administrator), in
     scope id order, each with the caller's roles in it (keyset pages, opaque cursor)."""
-    return records.list_scopes(acting.including(after), cursor, limit)
+    return await read_first(records.list_scopes, acting.including(after), cursor, limit)
 
 
 @router.get("/scopes/{scope_id}", tags=["scopes"])

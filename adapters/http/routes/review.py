@@ -43,13 +43,14 @@ def propose_candidate(scope_id: str, body: ProposeCandidate, acting: Calling,
 
 @router.get("/scopes/{scope_id}/candidates", tags=["review"],
             dependencies=[reading(REVIEW_INBOX)])
-def list_candidates(scope_id: str, acting: Calling, status: InboxStatusQuery = "pending",
-                    family: ReviewedFamilyName | None = None,
-                    cursor: str | None = None, limit: int = 50,
-                    after: After = None) -> CandidatePage:
+async def list_candidates(scope_id: str, acting: Calling, status: InboxStatusQuery = "pending",
+                          family: ReviewedFamilyName | None = None,
+                          cursor: str | None = None, limit: int = 50,
+                          after: After = None) -> CandidatePage:
     """The review inbox, in candidate id order (keyset pagination with an opaque cursor);
     ``status=all`` lists every status."""
-    return review.inbox(acting.including(after), scope_id, status, family, cursor, limit)
+    return await read_first(review.inbox, acting.including(after), scope_id, status, family,
+                            cursor, limit)
 
 
 @router.get("/scopes/{scope_id}/candidates/{candidate_id}", tags=["review"])

@@ -47,12 +47,13 @@ async def request_dream(scope_id: str, body: CreateDreamRun, acting: Calling) ->
 
 
 @router.get("/scopes/{scope_id}/dream", tags=["dream"], dependencies=[reading(RUNS)])
-def list_dreams(scope_id: str, acting: Calling, status: RunStatusName | None = None,
-                operation: DreamOperationName | None = None,
-                cursor: str | None = None, limit: int = 20,
-                after: After = None) -> DreamRunPage:
+async def list_dreams(scope_id: str, acting: Calling, status: RunStatusName | None = None,
+                      operation: DreamOperationName | None = None,
+                      cursor: str | None = None, limit: int = 20,
+                      after: After = None) -> DreamRunPage:
     """Run summaries, newest first (keyset pagination with an opaque cursor)."""
-    return runs.list_runs(acting.including(after), scope_id, status, operation, cursor, limit)
+    return await read_first(runs.list_runs, acting.including(after), scope_id, status,
+                            operation, cursor, limit)
 
 
 @router.get("/scopes/{scope_id}/dream/auto", tags=["dream"],

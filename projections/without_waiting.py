@@ -1,10 +1,11 @@
-"""Reads that must not wait: an HTTP point read tried on the event loop itself (ADR-0040).
+"""Reads that must not wait: an HTTP read tried on the event loop itself (ADR-0040).
 
-Inside :func:`reads_without_waiting`, the embedded store's pool hands out a free connection
-at once or raises :class:`WouldWaitError`, and refuses any write transaction the same way, so
-the caller can run the whole call again in a worker thread, where waiting is harmless. Such a
-call has read only, so running it again changes nothing. A read on SQLite in WAL mode does not
-wait for writers, so on a free connection it answers without waiting.
+Inside :func:`reads_without_waiting`, a SQLite pool (the event store's or a view's) hands
+out a free connection at once or raises :class:`WouldWaitError`, and refuses any write
+transaction the same way; a read model that has not yet applied what the read must include
+raises it too. The caller then runs the whole call again in a worker thread, where waiting
+is harmless. Such a call has read only, so running it again changes nothing. A read on
+SQLite in WAL mode does not wait for writers, so on a free connection it answers at once.
 """
 
 from __future__ import annotations
