@@ -8,6 +8,7 @@ booleans as the backend's (0/1 on SQLite), so analysts can query the tables dire
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -77,11 +78,14 @@ def row_values(row: Row, names: Iterable[str], *, json_columns: Iterable[str] = 
                ) -> dict[str, Any]:
     """The named columns of a row as Python values: JSON text parsed, microsecond stamps as
     UTC datetimes, booleans as ``bool``; ``NULL`` stays ``None``."""
-    values = {name: row[name] for name in names}
+    # sqlite3.Row finds a column by name by comparing it with every column name in turn:
+    # pairing names with values once is about twice as fast for a row of many columns.
+    found = dict(zip(row.keys(), row, strict=True)) if isinstance(row, sqlite3.Row) else row
+    values = {name: found[name] for name in names}
     for name in json_columns:
-        values[name] = None if row[name] is None else json.loads(row[name])
+        values[name] = None if found[name] is None else json.loads(found[name])
     for name in time_columns:
-        values[name] = optional_from_micros(row[name])
+        values[name] = optional_from_micros(found[name])
     for name in bool_columns:
-        values[name] = None if row[name] is None else bool(row[name])
+        values[name] = None if found[name] is None else bool(found[name])
     return values
