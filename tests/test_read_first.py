@@ -1,6 +1,7 @@
-"""Point reads answered on the event loop (ADR-0040): a get and a replay of a run are read
-on the loop on SQLite, and in a worker thread on PostgreSQL. The replay keeps every check an
-admission makes, and a read that would wait, or write, runs in a worker thread instead."""
+"""Bounded reads answered on the event loop (ADR-0040): on SQLite a get, a page of a read
+model and the replay of a run are read on the loop, on PostgreSQL in a worker thread. The
+replay keeps every check an admission makes; a read that would wait (for a connection, or
+for its view) or write runs in a worker thread instead."""
 
 from __future__ import annotations
 
