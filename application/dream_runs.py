@@ -92,7 +92,7 @@ class DreamRuns:
         direct = addresses(scope_id, direct_references(request))
         run_key, existing, acting = self._run_named(who, scope_id, request, direct)
         if existing is not None:
-            return Written(Admission(self.replay(existing, request), replayed=True), None)
+            return self._replayed(existing, request)
         caller, scope, found = acting.caller, acting.scope, acting.found
         self.policy.check(caller, scope, Action.CONTRIBUTE)
         evidence = self.check_evidence(caller, scope, request, found)  # before the turn
@@ -104,12 +104,16 @@ class DreamRuns:
         assert isinstance(run, DreamRun)
         return Written(Admission(run, replayed=False), position)
 
-    def replayed(self, who: Who, scope_id: str, request: DreamRequest) -> Admission | None:
+    def replayed(self, who: Who, scope_id: str,
+                 request: DreamRequest) -> Written[Admission] | None:
         """The run this request's idempotency key already names, replayed (None when there is
         none yet): the read-only start of :meth:`request_dream`, with its checks, for a caller
         that expects a replay."""
         _, existing, _ = self._run_named(who, scope_id, request, {})
-        return None if existing is None else Admission(self.replay(existing, request), True)
+        return None if existing is None else self._replayed(existing, request)
+
+    def _replayed(self, existing: DreamRun, request: DreamRequest) -> Written[Admission]:
+        return Written(Admission(self.replay(existing, request), replayed=True), None)
 
     def _run_named(self, who: Who, scope_id: str, request: DreamRequest,
                    also: Mapping[UUID, type[Aggregate]]

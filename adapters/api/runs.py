@@ -13,6 +13,8 @@ from adapters.api.schemas import (
     DreamRunView,
 )
 from application.bootstrap import Dreaming
+from application.dream_runs import Admission
+from application.store import Written
 from projections.auto_records import AUTO_RECORDS
 from projections.runs import RUNS
 
@@ -26,11 +28,10 @@ def request_dream(acting: Acting, scope_id: str, body: CreateDreamRun) -> DreamR
     """Admit (or replay) a run, and wake this process's workers for a run still to execute."""
     app, who = acting.app, acting.who()
     written = app.runs.request_dream(who, scope_id, app.gate.checked(who, body.to_domain))
-    run = written.value.run
-    if acting.workers is not None and not run.terminal:
+    if acting.workers is not None and not written.value.run.terminal:
         acting.workers.wake()
     _remember_answered(app, scope_id, body.idempotency_key)
-    return DreamRunView.of(run, acting.shown(written, run))
+    return _run_view(acting, written)
 
 
 def replay_likely(acting: Acting, scope_id: str, body: CreateDreamRun) -> bool:
@@ -42,10 +43,13 @@ def replayed(acting: Acting, scope_id: str, body: CreateDreamRun) -> DreamRunVie
     """The replay of the run the request's key names, with every check an admission makes
     first; None when the key names no run of this caller's yet (then admit). Reads only."""
     app, who = acting.app, acting.who()
-    admission = app.runs.replayed(who, scope_id, app.gate.checked(who, body.to_domain))
-    if admission is None:
-        return None
-    return DreamRunView.of(admission.run, app.store.position_of(admission.run))
+    written = app.runs.replayed(who, scope_id, app.gate.checked(who, body.to_domain))
+    return None if written is None else _run_view(acting, written)
+
+
+def _run_view(acting: Acting, written: Written[Admission]) -> DreamRunView:
+    run = written.value.run
+    return DreamRunView.of(run, acting.shown(written, run))
 
 
 def _remember_answered(app: Dreaming, scope_id: str, key: str) -> None:

@@ -64,7 +64,7 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
 @dataclass(frozen=True)
 class Bearer:
     """A request's bearer token, authenticated by the route itself, first thing, on the
-    route's own worker thread.
+    route's own worker thread (or on the event loop, for a read served by :func:`read_first`).
 
     Authentication reads the store, so as a dependency it would be synchronous and take a
     worker thread of its own before the route takes another: a thread hop per request, about
@@ -140,7 +140,7 @@ def read_view(request: Request, response: Response, app: Dreaming,
 
 def answered(model: BaseModel, status_code: int = 200,
              headers: Mapping[str, str] | None = None) -> Response:
-    """``model`` as the JSON response, serialised on the route's worker thread.
+    """``model`` as the JSON response, serialised where the route runs.
 
     Returned as a model, a synchronous route's answer goes to a second worker thread only to be
     validated again (FastAPI does that for every such route), a thread hop per request on the
