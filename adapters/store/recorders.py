@@ -24,6 +24,7 @@ from uuid import UUID
 import psycopg
 from eventsourcing.persistence import (
     ApplicationRecorder,
+    IntegrityError,
     ListenNotifySubscription,
     StoredEvent,
     Subscription,
@@ -45,6 +46,7 @@ from psycopg.sql import SQL, Identifier
 from adapters.observability.store_metrics import counted_commit
 from adapters.store.file_turns import FileTurns
 from adapters.store.pool_tuning import tune_pool
+from adapters.store.schema_creation import created_at_once
 from adapters.store.sealing import KEYS_TABLE, DataKeys
 from application.ports import EventsOfMany, ReadSetChangedError
 from projections.backends import SerialisedSchema, SynchronousPool
@@ -416,7 +418,7 @@ class DreamPostgresFactory(PostgresFactory):
         tune_pool(self.datastore)
 
     def application_recorder(self) -> ApplicationRecorder:
-        recorder = super().application_recorder()
+        recorder = created_at_once(super().application_recorder, lost=(IntegrityError,))
         turns_dir = self.env.get(TURNS_DIR)
         if turns_dir and isinstance(recorder, ReadSetPostgresApplicationRecorder):
             try:

@@ -4,18 +4,13 @@ rebuild from scratch and the audit's replay share it, so a view is the same howe
 
 from __future__ import annotations
 
-import random
-import sqlite3
 from collections.abc import Callable
 from contextlib import closing
-from time import sleep
 from typing import Any
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import (
     InfrastructureFactory,
-    IntegrityError,
-    OperationalError,
     Tracking,
 )
 from eventsourcing.projection import Projection
@@ -23,6 +18,7 @@ from eventsourcing.utils import Environment
 
 from adapters.settings import Settings
 from adapters.store.persistence import open_store, projection_env
+from adapters.store.schema_creation import created_at_once
 from adapters.store.shared_feed import BATCH_EVENTS, Fetch, store_fetch
 from projections.base import ProjectionSpec, ProjectionView, TView
 from projections.batches import BatchAbortedError
@@ -30,30 +26,14 @@ from projections.dialect import ViewCursor
 
 Progress = Callable[[str, int, int], None]  # projection, position reached, target
 
-SCHEMA_ATTEMPTS = 5
-SCHEMA_RETRY_SECONDS = 0.05
-
 
 def open_view(spec: ProjectionSpec[TView], settings: Settings) -> TView:
-    """The projection's view (creating its tables if needed); close it after.
-
-    Processes starting together on a fresh store race to create a view's tables: the library
-    checks for its tracking table before its create transaction, so the loser's first tracking
-    row collides with the winner's. Opening again then finds the tables made, and succeeds.
-    On SQLite a new connection's ``PRAGMA journal_mode=WAL`` can also find the file locked by
-    another process's schema transaction for longer than the busy timeout: retried the same.
-    """
+    """The projection's view (creating its tables if needed, see ``created_at_once``); close
+    it after."""
     env = Environment(spec.name, projection_env(settings, spec.name))
     factory = InfrastructureFactory[TView].construct(env=env)
     view_class = spec.view_class(postgres=settings.uses_postgres)
-    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
-        try:
-            return factory.tracking_recorder(view_class)
-        except (IntegrityError, OperationalError, sqlite3.OperationalError):
-            if attempt == SCHEMA_ATTEMPTS:
-                raise
-            sleep(random.uniform(0, SCHEMA_RETRY_SECONDS * attempt))
-    raise AssertionError  # unreachable: the last attempt returns or raises
+    return created_at_once(lambda: factory.tracking_recorder(view_class))
 
 
 
