@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from importlib.metadata import version
 from threading import Thread
 from typing import Any
@@ -32,7 +33,7 @@ from adapters.store.projection_runtime import RunningProjection, start_projectio
 from adapters.store.shared_feed import SharedFeed
 from adapters.store.view_host import view_lease
 from adapters.store.webhook_outbox import webhook_outbox
-from adapters.workers.pool import WorkerPool, worker_pool
+from adapters.workers.pool import WorkerPool, patiently, worker_pool
 from adapters.workers.webhooks import WebhookDelivery
 from application.bootstrap import Dreaming
 from projections.auto_records import AUTO_RECORDS
@@ -41,6 +42,8 @@ from projections.event_feed import EVENT_FEED
 from projections.runs import RUNS
 
 log = logging.getLogger("dream.http")
+# How long a server that has opened the store waits for each read model's first connections.
+STARTUP_PATIENCE_SECONDS = 30.0
 
 DESCRIPTION = """Artifact Dreaming: Sources and Memory entries in, reviewed Experiences and Skills
 out. Every command returns the event `position` it produced, and every read of an aggregate the
@@ -85,13 +88,15 @@ def background(dreaming: Dreaming, settings: Settings,
     """The read models following the store, and ``settings.workers`` workers, until exit;
     with a ``foreground``, views no reader waits for give way to the requests in flight."""
     with ExitStack() as stack:  # stops in reverse: the workers, then the read models
-        feed = SharedFeed(settings)  # every view reads and decodes each event once
+        # Every view reads and decodes each event once, from one feed.
+        feed = patiently(partial(SharedFeed, settings), STARTUP_PATIENCE_SECONDS)
         stack.callback(_stop_quietly, "the shared event feed", feed.close)
         parts = Background()
         stack.callback(_stop_all_quietly, parts.read_models)  # the ones started
         for spec in READ_MODELS:
-            parts.read_models[spec.name] = start_projection(
-                spec, settings, feed, view_lease(settings, spec.name), foreground)
+            parts.read_models[spec.name] = patiently(partial(
+                start_projection, spec, settings, feed, view_lease(settings, spec.name),
+                foreground), STARTUP_PATIENCE_SECONDS)
         if settings.workers:
             runs, records = parts.read_models[RUNS.name], parts.read_models[AUTO_RECORDS.name]
             pool = worker_pool(dreaming, settings, runs.fresh(runs.view.claimable),

@@ -68,11 +68,27 @@ UNCAPPED = Slot(GENERATION, -1, "this process only", 0)  # what attempts hold wi
 def when_store_answers(opener: Callable[[], T], stop: threading.Event) -> T | None:
     """``opener()``, retried with capped backoff while the store is unavailable, so a worker
     process started during an outage waits for the store; ``None`` if ``stop`` is set first."""
+    return _retried(opener, stop, deadline=None)
+
+
+def patiently(opener: Callable[[], T], seconds: float) -> T:
+    """``opener()``, retried as ``when_store_answers`` does for up to ``seconds``, then failing
+    with the store's error. A server that has opened the store starts its read models this way:
+    each opens pools of its own, and a first connection that takes longer than a command may
+    wait (a busy or restarting database) must not stop the server from starting."""
+    opened = _retried(opener, threading.Event(), deadline=time.monotonic() + seconds)
+    assert opened is not None  # nothing sets the stop event
+    return opened
+
+
+def _retried(opener: Callable[[], T], stop: threading.Event, deadline: float | None) -> T | None:
     backoff = Backoff()
     while True:
         try:
             return opener()
         except OUTAGE_ERRORS as error:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
             if not backoff.failing:
                 log.warning("the store is unavailable (%s); waiting for it", error)
         if stop.wait(backoff.next()):
