@@ -27,7 +27,6 @@ from adapters.http.app import create_app
 from adapters.http.server import running_server
 from adapters.settings import Settings
 from adapters.store.persistence import open_dreaming
-
 from devkit.throwaway_postgres import PostgresServer
 from tests.conftest import fresh_postgres_url
 

@@ -46,7 +46,8 @@ print("opened")
 
 
 def schema_of(url: str) -> list[tuple[str, str]]:
-    """Every table, index, sequence, composite type and function in the public schema, by kind and name."""
+    """Every table, index, sequence, composite type and function in the public schema, by
+    kind and name."""
     with psycopg.connect(url) as connection:
         rows = connection.execute(
             "SELECT 'relation ' || relkind::text, relname FROM pg_class c"
@@ -132,11 +133,13 @@ def test_a_process_that_loses_the_race_for_a_type_opens_all_the_same(
         opener.start()
         deadline = time.monotonic() + 30
         while waiting_locks(settings.database_url) == 0:  # blocked on the other's new type
-            assert time.monotonic() < deadline and opener.is_alive(), failed
+            assert opener.is_alive(), failed
+            assert time.monotonic() < deadline
             time.sleep(0.02)
         other.commit()
     opener.join(30)
-    assert not failed and len(opened) == 1, failed
+    assert not failed, failed
+    assert len(opened) == 1
     app = opened[0]
     try:  # the store the loser opened records and reads back
         app.records.create_scope(LOCAL, "after-the-race")
