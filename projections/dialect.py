@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from projections.json_sql import JsonSql, PostgresJson, SQLiteJson
 from projections.times import optional_from_micros
 
 
@@ -46,6 +47,7 @@ class Dialect:
     integer: str
     boolean: str
     sortable_text: str  # byte-order comparison, the same on both stores
+    json: JsonSql  # documents rendered by the store
 
     def param(self, name: str) -> str:
         return self.placeholder(name)
@@ -59,9 +61,9 @@ class Dialect:
 
 
 SQLITE = Dialect(lambda name: f":{name}", text="TEXT", integer="INTEGER",
-                 boolean="INTEGER", sortable_text="TEXT")
+                 boolean="INTEGER", sortable_text="TEXT", json=SQLiteJson())
 POSTGRES = Dialect(lambda name: f"%({name})s", text="text", integer="bigint",
-                   boolean="boolean", sortable_text='text COLLATE "C"')
+                   boolean="boolean", sortable_text='text COLLATE "C"', json=PostgresJson())
 
 
 def column_names(columns: Columns, *, excluding: Collection[str] = ()) -> tuple[str, ...]:

@@ -237,6 +237,23 @@ class RunsView(ProjectionView, ABC):
                   operation: str | None = None, cursor: str | None = None,
                   limit: int = DEFAULT_LIMIT) -> tuple[list[RunSummary], str | None]:
         """One page, newest first; the cursor for the next page, or ``None`` on the last."""
+        rows = self._page(", ".join(SUMMARY_COLUMNS), scope_id, status, operation, cursor, limit)
+        return keyset_page(rows, limit, _summary)
+
+    def list_documents(self, document: str, scope_id: str, *, status: str | None = None,
+                       operation: str | None = None, cursor: str | None = None,
+                       limit: int = DEFAULT_LIMIT) -> tuple[list[str], str | None]:
+        """The page ``list_runs`` gives, each run as the JSON text the SQL expression
+        ``document`` renders from its row (see :mod:`projections.json_sql`)."""
+        rows = self._page(f"{document} AS document, accepted_at, run_id", scope_id, status,
+                          operation, cursor, limit)
+        last = rows[limit - 1] if len(rows) > limit else None
+        return ([row["document"] for row in rows[:limit]],
+                None if last is None else encode_cursor(last["accepted_at"], last["run_id"]))
+
+    def _page(self, select: str, scope_id: str, status: str | None, operation: str | None,
+              cursor: str | None, limit: int) -> list[Row]:
+        """``select`` of the rows of one page, and of one more if a next page exists."""
         check_limit(limit)
         after = None if cursor is None else decode_cursor(cursor)
         p = self.dialect.param
@@ -247,10 +264,9 @@ class RunsView(ProjectionView, ABC):
             # Row-value comparison: strictly after the cursor in (accepted_at, run_id) DESC order.
             conditions.append(f"(accepted_at, run_id) < ({p('after_at')}, {p('after_run')})")
             params["after_at"], params["after_run"] = after
-        rows = self._select(
-            f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM {self.table()} "
+        return self._select(
+            f"SELECT {select} FROM {self.table()} "
             f"WHERE {' AND '.join(conditions)} ORDER BY {KEYSET} LIMIT {p('limit')}", params)
-        return keyset_page(rows, limit, _summary)
 
     def get_run_summary(self, scope_id: str, run_id: str) -> RunSummary | None:
         rows = self._select_equal(SUMMARY_COLUMNS, {"scope_id": scope_id, "run_id": run_id})

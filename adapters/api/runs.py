@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from weakref import WeakKeyDictionary
 
+from adapters.api import rendered_pages
 from adapters.api.acting import Acting
 from adapters.api.schemas import (
     AutoDreamStatusView,
@@ -67,6 +68,17 @@ def list_runs(acting: Acting, scope_id: str, status: str | None, operation: str 
         scope_id, status=status, operation=operation, cursor=cursor, limit=limit)
     return DreamRunPage(runs=[DreamRunSummary.from_summary(s) for s in summaries],
                         next_cursor=next_cursor)
+
+
+def list_runs_body(acting: Acting, scope_id: str, status: str | None, operation: str | None,
+                   cursor: str | None, limit: int) -> bytes:
+    """The page ``list_runs`` answers, as the JSON body the store renders (ADR-0041)."""
+    acting.app.records.get_scope(acting.who(), scope_id)
+    view = acting.view(RUNS)()
+    documents, next_cursor = view.list_documents(
+        rendered_pages.run_summary(view.dialect.json), scope_id, status=status,
+        operation=operation, cursor=cursor, limit=limit)
+    return rendered_pages.page_body("runs", documents, next_cursor)
 
 
 def get_run(acting: Acting, scope_id: str, run_id: str) -> DreamRunView:

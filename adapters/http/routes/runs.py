@@ -46,14 +46,16 @@ async def request_dream(scope_id: str, body: CreateDreamRun, acting: Calling) ->
     return answered(view, 200 if view.terminal else 202, {"Location": location})
 
 
-@router.get("/scopes/{scope_id}/dream", tags=["dream"], dependencies=[reading(RUNS)])
+@router.get("/scopes/{scope_id}/dream", tags=["dream"], dependencies=[reading(RUNS)],
+            response_model=DreamRunPage)
 async def list_dreams(scope_id: str, acting: Calling, status: RunStatusName | None = None,
                       operation: DreamOperationName | None = None,
                       cursor: str | None = None, limit: int = 20,
-                      after: After = None) -> DreamRunPage:
+                      after: After = None) -> Response:
     """Run summaries, newest first (keyset pagination with an opaque cursor)."""
-    return await read_first(runs.list_runs, acting.including(after), scope_id, status,
-                            operation, cursor, limit)
+    return Response(await read_first(runs.list_runs_body, acting.including(after), scope_id,
+                                     status, operation, cursor, limit),
+                    media_type="application/json")
 
 
 @router.get("/scopes/{scope_id}/dream/auto", tags=["dream"],
