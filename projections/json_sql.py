@@ -12,7 +12,8 @@ store spells them in its own SQL:
   model gives a UTC ``datetime``: ``2026-12-06T13:55:31.123456Z``, without a fraction when
   it is zero;
 - ``mapped``: a text column through a fixed table, with a fallback template;
-- ``present``: a nested value, ``null`` when a column is ``NULL``.
+- ``present``: a nested value, ``null`` when a column is ``NULL``;
+- ``seconds_since``: the seconds from a time column to a parameter's (never below zero).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class JsonSql(ABC):
 
     @abstractmethod
     def time(self, column: str) -> str: ...
+
+    @abstractmethod
+    def seconds_since(self, column: str, now: str) -> str:
+        """``now`` (a parameter, microseconds) less ``column``, in seconds, at least 0."""
 
     @abstractmethod
     def escaped(self, text: str) -> str:
@@ -90,6 +95,11 @@ class SQLiteJson(JsonSql):
                 f"CASE WHEN {column} % 1000000 = 0 THEN '' "
                 f"ELSE printf('.%06d', {column} % 1000000) END || 'Z' END")
 
+    def seconds_since(self, column: str, now: str) -> str:
+        # Written out as a decimal: a REAL would be rendered with only 15 significant digits.
+        since = f"max(0, {now} - {column})"
+        return f"json(({since} / 1000000) || printf('.%06d', {since} % 1000000))"
+
     def escaped(self, text: str) -> str:
         return text
 
@@ -113,6 +123,9 @@ class PostgresJson(JsonSql):
                 f"to_char(to_timestamp({column} / 1000000) AT TIME ZONE 'UTC', "
                 f"'YYYY-MM-DD\"T\"HH24:MI:SS') || CASE WHEN {fraction} = 0 THEN '' "
                 f"ELSE '.' || lpad({fraction}::text, 6, '0') END || 'Z' END")
+
+    def seconds_since(self, column: str, now: str) -> str:
+        return f"greatest(0.0, ({now} - {column})::double precision / 1000000.0)"
 
     def escaped(self, text: str) -> str:
         return text.replace("%", "%%")

@@ -45,6 +45,14 @@ def keyset_page(rows: Sequence[Row], limit: int,
     return page, (page[-1].cursor if len(rows) > limit else None)
 
 
+def documents_page(rows: Sequence[Row], limit: int,
+                   cursor: Callable[[Row], str]) -> tuple[list[str], str | None]:
+    """``keyset_page`` for rows of rendered documents (a ``document`` column, and the keys
+    ``cursor`` encodes): their texts, and the cursor after the last one, or ``None``."""
+    return ([row["document"] for row in rows[:limit]],
+            cursor(rows[limit - 1]) if len(rows) > limit else None)
+
+
 def cursor_max_chars(max_bytes: int) -> int:
     """The length of the unpadded base64 of at most ``max_bytes`` bytes."""
     return 4 * -(-max_bytes // 3)

@@ -45,6 +45,7 @@ from projections.dialect import (
 from projections.paging import (
     KeyCursors,
     check_limit,
+    documents_page,
     keyset_page,
 )
 from projections.times import to_micros
@@ -231,6 +232,25 @@ class ReviewInboxView(ProjectionView, ABC):
 
         ``status=None`` lists every status; the default is the inbox (``pending``).
         """
+        statement, params = self._page(scope_id, status, family, cursor, limit)
+        return keyset_page(self._select(statement, params), limit, _summary)
+
+    def list_documents(self, document: str, scope_id: str, *,
+                       status: str | None = CandidateStatus.PENDING, family: str | None = None,
+                       cursor: str | None = None, limit: int = DEFAULT_LIMIT,
+                       params: Mapping[str, object] | None = None,
+                       ) -> tuple[list[str], str | None]:
+        """The page ``list_candidates`` gives, each candidate as the JSON text the SQL
+        expression ``document`` renders from its summary's columns (see
+        :mod:`projections.json_sql`), with ``params`` for the parameters it names."""
+        statement, page_params = self._page(scope_id, status, family, cursor, limit)
+        rows = self._select(f"SELECT {document} AS document, candidate_id FROM ({statement}) "
+                            "AS page ORDER BY candidate_id", {**page_params, **(params or {})})
+        return documents_page(rows, limit, lambda row: CURSORS.encode(row["candidate_id"]))
+
+    def _page(self, scope_id: str, status: str | None, family: str | None, cursor: str | None,
+              limit: int) -> tuple[str, dict[str, object]]:
+        """The query of one page's summaries, and of one more if a next page exists."""
         filters = _checked_filters(scope_id, status, family)
         check_limit(limit)
         after = None if cursor is None else CURSORS.decode(cursor)
@@ -238,11 +258,9 @@ class ReviewInboxView(ProjectionView, ABC):
         conditions = self._filters(filters)
         if after is not None:
             conditions.append(f"candidate_id > {p('after')}")
-        rows = self._select(
-            f"{self._summary_select()} WHERE {' AND '.join(conditions)} "
-            f"ORDER BY candidate_id LIMIT {p('limit')}",
-            {**filters, "after": after, "limit": limit + 1})
-        return keyset_page(rows, limit, _summary)
+        return (f"{self._summary_select()} WHERE {' AND '.join(conditions)} "
+                f"ORDER BY candidate_id LIMIT {p('limit')}",
+                {**filters, "after": after, "limit": limit + 1})
 
     def get_candidate_summary(self, scope_id: str, candidate_id: str) -> CandidateSummary | None:
         p = self.dialect.param

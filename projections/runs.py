@@ -43,6 +43,7 @@ from projections.paging import (
     check_limit,
     cursor_max_chars,
     decode_cursor_text,
+    documents_page,
     encode_cursor_text,
     keyset_page,
 )
@@ -247,9 +248,8 @@ class RunsView(ProjectionView, ABC):
         ``document`` renders from its row (see :mod:`projections.json_sql`)."""
         rows = self._page(f"{document} AS document, accepted_at, run_id", scope_id, status,
                           operation, cursor, limit)
-        last = rows[limit - 1] if len(rows) > limit else None
-        return ([row["document"] for row in rows[:limit]],
-                None if last is None else encode_cursor(last["accepted_at"], last["run_id"]))
+        return documents_page(rows, limit,
+                              lambda row: encode_cursor(row["accepted_at"], row["run_id"]))
 
     def _page(self, select: str, scope_id: str, status: str | None, operation: str | None,
               cursor: str | None, limit: int) -> list[Row]:

@@ -3,7 +3,8 @@
 For any runs the view can hold (every status, outcome and failure code, text with quotes,
 percent signs, backslashes, control characters and any script, times with and without a
 fraction of a second), the runs page the store renders parses to exactly what
-``DreamRunPage`` dumps for the same rows, on both stores, page after page.
+``DreamRunPage`` dumps for the same rows, on both stores, page after page; and the same for
+any review inbox and ``CandidatePage``, ages as of the request's time included.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import count
 from typing import Any
@@ -21,13 +23,22 @@ from eventsourcing.persistence import Tracking
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.api.rendered_pages import page_body, run_summary
-from adapters.api.schemas import DreamRunPage, DreamRunSummary
+from adapters.api.rendered_pages import NOW, candidate_summary, page_body, run_summary
+from adapters.api.schemas import (
+    CandidatePage,
+    CandidateSummaryView,
+    DreamRunPage,
+    DreamRunSummary,
+)
 from adapters.settings import Settings
 from adapters.store.view_batches import open_view
+from domain.candidate import Candidate
 from domain.dream_run import FAILURE_REASONS, RunOutcome, RunTrigger
+from domain.refs import ArtifactRef, Lineage, SourceRef
 from domain.text import has_control_characters
+from projections.review_inbox import REVIEW_INBOX, ReviewInboxView
 from projections.runs import RUNS, NewRun, RunsView
+from projections.times import to_micros
 
 APP = "Dreaming"
 # Any text a view may hold: PostgreSQL text holds no NUL, and no store holds a lone surrogate.
@@ -88,7 +99,7 @@ def modelled(view: RunsView, scope_id: str, cursor: str | None, limit: int) -> d
 
 
 def rendered(view: RunsView, scope_id: str, cursor: str | None, limit: int) -> dict[str, Any]:
-    documents, next_cursor = view.list_documents(run_summary(view.dialect.json), scope_id,
+    documents, next_cursor = view.list_documents(run_summary(view.dialect), scope_id,
                                                  cursor=cursor, limit=limit)
     parsed: dict[str, Any] = json.loads(page_body("runs", documents, next_cursor))
     return parsed
@@ -131,3 +142,103 @@ def test_a_failure_code_reads_as_its_reason_and_an_unknown_one_as_the_fallback(
     assert [(run["error"], run["reason"], run["completed_at"]) for run in runs] == [
         ("it's 100% \\ odd", "The run failed (it's 100% \\ odd).", "2026-01-02T00:00:00Z"),
         ("budget_exceeded", FAILURE_REASONS["budget_exceeded"], "2026-01-02T00:00:00Z")]
+
+
+# -- the review inbox -------------------------------------------------------------------------
+
+REFS = st.builds(ArtifactRef, st.sampled_from(["experience", "skill"]),
+                 st.from_regex(r"[a-z][a-z0-9-]{0,11}", fullmatch=True), st.integers(1, 2**31))
+REVIEW = st.one_of(
+    st.just(("pending",)),
+    st.tuples(st.just("revised"), TIMES, TEXT),
+    st.tuples(st.just("conflicted"), TIMES, TEXT),
+    st.tuples(st.just("approved"), TIMES, REFS, TEXT),
+    st.tuples(st.just("rejected"), TIMES, TEXT, TEXT))
+CANDIDATE = st.fixed_dictionaries({
+    "candidate_id": st.from_regex(r"[a-z0-9][a-z0-9-]{0,11}", fullmatch=True),
+    "family": st.sampled_from(["experience", "skill"]), "target": st.none() | REFS.map(
+        lambda ref: (ref.artifact_id, ref.revision)),
+    "reason": TEXT.filter(lambda text: bool(text) and text == text.strip()),
+    "run_id": st.none() | st.from_regex(r"run-[0-9]{1,4}", fullmatch=True),
+    "proposed_at": TIMES, "review": REVIEW, "erased": st.booleans()})
+PROPOSALS = {"experience": {"situation": "s", "action": "a", "outcome": "o", "lesson": "l"},
+             "skill": {"name": "do-it", "description": "d", "instructions": "step one",
+                       "validation": ["it is done"]}}
+
+
+@pytest.fixture
+def inbox(settings: Settings) -> Iterator[ReviewInboxView]:
+    opened = open_view(REVIEW_INBOX, settings)
+    yield opened
+    opened.close()
+
+
+def propose(view: ReviewInboxView, scope_id: str, candidate: dict[str, Any],
+            positions: Iterator[int]) -> None:
+    """The row the projection would make of a candidate reviewed as ``candidate["review"]``
+    says."""
+    def at() -> Tracking:
+        return Tracking(APP, next(positions))
+
+    target = None if candidate["target"] is None else ArtifactRef(candidate["family"],
+                                                                   *candidate["target"])
+    lineage = Lineage(sources=(SourceRef("task", "t1"),),
+                      artifacts=() if target is None else (target,))
+    proposed = Candidate.propose(scope_id, candidate["candidate_id"], candidate["family"], target,
+                                 PROPOSALS[candidate["family"]], lineage, candidate["reason"],
+                                 "proposer-1", run_id=candidate["run_id"])
+    (event,) = proposed.collect_events()
+    assert isinstance(event, Candidate.Proposed)
+    view.candidate_proposed(replace(event, timestamp=candidate["proposed_at"]), at())
+    kind, *details = candidate["review"]
+    aggregate_id = proposed.id
+    if kind == "revised":
+        view.candidate_revised(aggregate_id, 2, details[1], details[0], at())
+    elif kind == "conflicted":
+        view.candidate_conflicted(aggregate_id, details[1], details[0], at())
+    elif kind == "approved":
+        view.candidate_approved(aggregate_id, details[1], details[2], details[0], at())
+    elif kind == "rejected":
+        view.candidate_rejected(aggregate_id, details[1], details[2], details[0], at())
+    if candidate["erased"]:
+        view.evidence_erased(scope_id, {candidate["candidate_id"]}, "erasure-1", at())
+
+
+def inbox_pages(view: ReviewInboxView, scope_id: str, limit: int,
+                now: datetime) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each page of every status as the models give it and as the store renders it."""
+    cursor = None
+    while True:
+        summaries, next_cursor = view.list_candidates(scope_id, status=None, cursor=cursor,
+                                                      limit=limit)
+        modelled_page = CandidatePage(
+            candidates=[CandidateSummaryView.of(s, now) for s in summaries],
+            next_cursor=next_cursor).model_dump(mode="json")
+        documents, rendered_cursor = view.list_documents(
+            candidate_summary(view.dialect), scope_id, status=None, cursor=cursor, limit=limit,
+            params={NOW: to_micros(now)})
+        yield json.loads(page_body("candidates", documents, rendered_cursor)), modelled_page
+        cursor = next_cursor
+        if cursor is None:
+            return
+
+
+def test_a_rendered_inbox_page_is_the_modelled_page(inbox: ReviewInboxView) -> None:
+    positions = count(1)
+
+    @hypothesis.settings(max_examples=60, deadline=None, database=None,
+                         suppress_health_check=[hypothesis.HealthCheck.too_slow])
+    @given(candidates=st.lists(CANDIDATE, max_size=5,
+                               unique_by=lambda candidate: candidate["candidate_id"]),
+           limit=st.integers(1, 6), now=TIMES)
+    def pages_agree(candidates: list[dict[str, Any]], limit: int, now: datetime) -> None:
+        scope_id = f"s-{uuid.uuid4().hex}"
+        for candidate in candidates:
+            propose(inbox, scope_id, candidate, positions)
+        seen = 0
+        for rendered_page, modelled_page in inbox_pages(inbox, scope_id, limit, now):
+            assert rendered_page == modelled_page
+            seen += len(modelled_page["candidates"])
+        assert seen == len(candidates)
+
+    pages_agree()

@@ -7,12 +7,15 @@ import json
 from functools import cache
 
 from domain.dream_run import FAILURE_REASONS
-from projections.json_sql import JsonSql
+from projections.dialect import Dialect
+
+NOW = "now"  # the parameter of the request's time, in microseconds
 
 
 @cache
-def run_summary(sql: JsonSql) -> str:
+def run_summary(dialect: Dialect) -> str:
     """A row of the runs view as ``DreamRunSummary``."""
+    sql = dialect.json
     return sql.document((
         ("scope_id", sql.text("scope_id")),
         ("run_id", sql.text("run_id")),
@@ -32,6 +35,35 @@ def run_summary(sql: JsonSql) -> str:
         ("reused", sql.boolean("reused")),
         ("trigger", sql.text("trigger")),
     ))
+
+
+@cache
+def candidate_summary(dialect: Dialect) -> str:
+    """A row of the review inbox as ``CandidateSummaryView``, its age as of parameter
+    ``NOW``."""
+    sql = dialect.json
+    return sql.document((
+        ("scope_id", sql.text("scope_id")),
+        ("candidate_id", sql.text("candidate_id")),
+        ("family", sql.text("family")),
+        ("status", sql.text("status")),
+        ("version", sql.number("version")),
+        ("target", sql.raw("target")),
+        ("reason", sql.text("reason")),
+        ("conflict", sql.boolean("conflict")),
+        ("conflict_code", sql.text("conflict_code")),
+        ("proposer", sql.text("proposer")),
+        ("run_id", sql.text("run_id")),
+        ("proposed_at", sql.time("proposed_at")),
+        ("updated_at", sql.time("updated_at")),
+        ("decided_at", sql.time("decided_at")),
+        ("age_seconds", sql.seconds_since("proposed_at", dialect.param(NOW))),
+        ("result", sql.raw("result")),
+        ("decided_by", sql.text("decided_by")),
+        ("decision_reason", sql.text("decision_reason")),
+        ("evidence_erased", sql.boolean("evidence_erased")),
+    ))
+
 
 
 def page_body(items: str, documents: list[str], next_cursor: str | None) -> bytes:

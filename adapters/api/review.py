@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.api import rendered_pages
 from adapters.api.acting import Acting, Recorded
 from adapters.api.schemas import (
     ApproveCandidate,
@@ -26,6 +27,7 @@ from application.review import Reviewed
 from application.store import Written
 from domain.errors import DomainError
 from projections.review_inbox import REVIEW_INBOX
+from projections.times import to_micros
 
 
 def _shown(acting: Acting, written: Written[Reviewed]) -> CandidateView:
@@ -52,6 +54,18 @@ def inbox(acting: Acting, scope_id: str, status: str, family: str | None, cursor
     now = datetime.now(UTC)
     return CandidatePage(candidates=[CandidateSummaryView.of(s, now) for s in summaries],
                          next_cursor=next_cursor)
+
+
+def inbox_body(acting: Acting, scope_id: str, status: str, family: str | None,
+               cursor: str | None, limit: int) -> bytes:
+    """The page ``inbox`` answers, as the JSON body the store renders (ADR-0041)."""
+    acting.app.records.get_scope(acting.who(), scope_id)
+    view = acting.view(REVIEW_INBOX)()
+    documents, next_cursor = view.list_documents(
+        rendered_pages.candidate_summary(view.dialect), scope_id,
+        status=None if status == EVERY_STATUS else status, family=family, cursor=cursor,
+        limit=limit, params={rendered_pages.NOW: to_micros(datetime.now(UTC))})
+    return rendered_pages.page_body("candidates", documents, next_cursor)
 
 
 def get_candidate(acting: Acting, scope_id: str, candidate_id: str) -> CandidateView:

@@ -76,7 +76,7 @@ def list_runs_body(acting: Acting, scope_id: str, status: str | None, operation:
     acting.app.records.get_scope(acting.who(), scope_id)
     view = acting.view(RUNS)()
     documents, next_cursor = view.list_documents(
-        rendered_pages.run_summary(view.dialect.json), scope_id, status=status,
+        rendered_pages.run_summary(view.dialect), scope_id, status=status,
         operation=operation, cursor=cursor, limit=limit)
     return rendered_pages.page_body("runs", documents, next_cursor)
 

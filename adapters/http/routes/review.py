@@ -42,15 +42,16 @@ def propose_candidate(scope_id: str, body: ProposeCandidate, acting: Calling,
 
 
 @router.get("/scopes/{scope_id}/candidates", tags=["review"],
-            dependencies=[reading(REVIEW_INBOX)])
+            dependencies=[reading(REVIEW_INBOX)], response_model=CandidatePage)
 async def list_candidates(scope_id: str, acting: Calling, status: InboxStatusQuery = "pending",
                           family: ReviewedFamilyName | None = None,
                           cursor: str | None = None, limit: int = 50,
-                          after: After = None) -> CandidatePage:
+                          after: After = None) -> Response:
     """The review inbox, in candidate id order (keyset pagination with an opaque cursor);
     ``status=all`` lists every status."""
-    return await read_first(review.inbox, acting.including(after), scope_id, status, family,
-                            cursor, limit)
+    return Response(await read_first(review.inbox_body, acting.including(after), scope_id,
+                                     status, family, cursor, limit),
+                    media_type="application/json")
 
 
 @router.get("/scopes/{scope_id}/candidates/{candidate_id}", tags=["review"])
