@@ -1,6 +1,7 @@
-"""Processes starting at once on a new PostgreSQL database: `docker compose up` starts the API,
-the worker and the projector together, and each creates the tables and types it needs. Every
-one must start, and the database must end with the schema a single process creates."""
+"""Processes starting at once on a new store: `docker compose up` starts the API, the worker
+and the projector together, and each creates the tables (and on PostgreSQL the types) it
+needs. Every one must start; a PostgreSQL database must end with the schema a single process
+creates, and a SQLite store must then take writes."""
 from __future__ import annotations
 
 import subprocess
@@ -22,7 +23,6 @@ from domain.policy import LOCAL
 from projections.catalog import READ_MODELS
 from tests.conftest import fresh_postgres_url
 
-pytestmark = pytest.mark.postgres
 STARTERS = 6
 
 # Each starter imports everything first, then waits for the starting gun, so the catalogue
@@ -34,7 +34,7 @@ from adapters.settings import Settings
 from adapters.store.persistence import application_env, open_dreaming
 from adapters.store.view_batches import open_view
 from projections.catalog import READ_MODELS
-url, gun, data = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+url, gun, data = sys.argv[1] or None, Path(sys.argv[2]), Path(sys.argv[3])
 while not gun.exists():
     time.sleep(0.001)
 settings = Settings(data_dir=data, database_url=url, access="disabled", workers=0)
@@ -65,26 +65,38 @@ def opened_once(url: str, data_dir: Path) -> None:
         open_view(spec, settings).close()
 
 
-def race_to_open(url: str, tmp_path: Path) -> list[tuple[int, str, str]]:
-    """Start ``STARTERS`` processes on ``url`` at once; each one's exit code, output and errors."""
+def race_to_open(url: str | None, tmp_path: Path) -> None:
+    """Start ``STARTERS`` processes on one data directory and ``url`` (``None``: SQLite) at
+    once; every one opens the store and every view."""
     gun = tmp_path / "go"
-    starters = [subprocess.Popen([sys.executable, "-c", STARTER, url, str(gun),
-                                  str(tmp_path / f"data-{n}")],
+    starters = [subprocess.Popen([sys.executable, "-c", STARTER, url or "", str(gun),
+                                  str(tmp_path / "data")],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for n in range(STARTERS)]
+                for _ in range(STARTERS)]
     time.sleep(3)  # every starter has imported and waits
     gun.touch()
-    return [(starter.wait(60), *starter.communicate()) for starter in starters]
+    outcomes = [(starter.wait(60), *starter.communicate()) for starter in starters]
+    assert [(code, out) for code, out, _ in outcomes] == [(0, "opened\n")] * STARTERS, [
+        error for _, _, error in outcomes if error]
 
 
+def test_processes_starting_at_once_on_a_new_sqlite_store_all_start(tmp_path: Path) -> None:
+    race_to_open(None, tmp_path)
+    app = open_dreaming(Settings(data_dir=tmp_path / "data", access="disabled", workers=0))
+    try:  # the store they made takes writes and reads them back
+        app.records.create_scope(LOCAL, "after-the-race")
+        assert app.records.get_scope(LOCAL, "after-the-race").scope_id == "after-the-race"
+    finally:
+        app.close()
+
+
+@pytest.mark.postgres
 def test_processes_starting_at_once_on_a_new_database_all_start(
         postgres_server: PostgresServer | str, tmp_path: Path) -> None:
     if isinstance(postgres_server, str):
         pytest.skip("needs a server that creates fresh databases")
     url = fresh_postgres_url(postgres_server)
-    outcomes = race_to_open(url, tmp_path)
-    assert [(code, out) for code, out, _ in outcomes] == [(0, "opened\n")] * STARTERS, [
-        error for _, _, error in outcomes if error]
+    race_to_open(url, tmp_path)
     # What is in the catalog afterwards is what one process alone creates.
     alone = fresh_postgres_url(postgres_server)
     opened_once(alone, tmp_path / "alone")
@@ -108,6 +120,7 @@ def waiting_locks(url: str) -> int:
     return int(row[0]) if row else 0
 
 
+@pytest.mark.postgres
 def test_a_process_that_loses_the_race_for_a_type_opens_all_the_same(
         postgres_server: PostgresServer | str, tmp_path: Path) -> None:
     """Deterministically what the processes above race for: another process has created the
