@@ -150,6 +150,15 @@ def answered(model: BaseModel, status_code: int = 200,
                     media_type="application/json")
 
 
+def rendered(body: bytes, response: Response) -> Response:
+    """``body``, a JSON page the store rendered (ADR-0041), with the headers the route's
+    dependencies set on ``response`` (``X-Dream-View-Position``): FastAPI adds those only to an
+    answer it serialises itself."""
+    page = Response(body, media_type="application/json")
+    page.headers.raw.extend(response.headers.raw)
+    return page
+
+
 async def read_first(read: Callable[Concatenate[Acting, P], T], acting: Acting,
                      *args: P.args, **kwargs: P.kwargs) -> T:
     """``read(acting, ...)``, a bounded read (a few aggregates by key, or a page of a read

@@ -17,7 +17,7 @@ from adapters.api.schemas import (
     ReviseCandidate,
 )
 from adapters.api.schemas.vocabulary import InboxStatusQuery, ReviewedFamilyName
-from adapters.http.dependencies import After, Calling, read_first, reading, v1_router
+from adapters.http.dependencies import After, Calling, read_first, reading, rendered, v1_router
 from projections.review_inbox import REVIEW_INBOX
 
 router = v1_router()
@@ -43,15 +43,15 @@ def propose_candidate(scope_id: str, body: ProposeCandidate, acting: Calling,
 
 @router.get("/scopes/{scope_id}/candidates", tags=["review"],
             dependencies=[reading(REVIEW_INBOX)], response_model=CandidatePage)
-async def list_candidates(scope_id: str, acting: Calling, status: InboxStatusQuery = "pending",
+async def list_candidates(scope_id: str, acting: Calling, response: Response,
+                          status: InboxStatusQuery = "pending",
                           family: ReviewedFamilyName | None = None,
                           cursor: str | None = None, limit: int = 50,
                           after: After = None) -> Response:
     """The review inbox, in candidate id order (keyset pagination with an opaque cursor);
     ``status=all`` lists every status."""
-    return Response(await read_first(review.inbox_body, acting.including(after), scope_id,
-                                     status, family, cursor, limit),
-                    media_type="application/json")
+    return rendered(await read_first(review.inbox_body, acting.including(after), scope_id,
+                                     status, family, cursor, limit), response)
 
 
 @router.get("/scopes/{scope_id}/candidates/{candidate_id}", tags=["review"])

@@ -22,6 +22,7 @@ from adapters.http.dependencies import (
     answered,
     read_first,
     reading,
+    rendered,
     v1_router,
 )
 from projections.auto_records import AUTO_RECORDS
@@ -48,14 +49,14 @@ async def request_dream(scope_id: str, body: CreateDreamRun, acting: Calling) ->
 
 @router.get("/scopes/{scope_id}/dream", tags=["dream"], dependencies=[reading(RUNS)],
             response_model=DreamRunPage)
-async def list_dreams(scope_id: str, acting: Calling, status: RunStatusName | None = None,
+async def list_dreams(scope_id: str, acting: Calling, response: Response,
+                      status: RunStatusName | None = None,
                       operation: DreamOperationName | None = None,
                       cursor: str | None = None, limit: int = 20,
                       after: After = None) -> Response:
     """Run summaries, newest first (keyset pagination with an opaque cursor)."""
-    return Response(await read_first(runs.list_runs_body, acting.including(after), scope_id,
-                                     status, operation, cursor, limit),
-                    media_type="application/json")
+    return rendered(await read_first(runs.list_runs_body, acting.including(after), scope_id,
+                                     status, operation, cursor, limit), response)
 
 
 @router.get("/scopes/{scope_id}/dream/auto", tags=["dream"],
