@@ -86,8 +86,8 @@ class SQLiteJson(JsonSql):
         return f"json({column})"
 
     def boolean(self, column: str) -> str:
-        return f"CASE WHEN {column} IS NULL THEN NULL WHEN {column} THEN json('true') " \
-               f"ELSE json('false') END"
+        return (f"CASE WHEN {column} IS NULL THEN NULL WHEN {column} THEN json('true') "
+                "ELSE json('false') END")
 
     def time(self, column: str) -> str:
         return (f"CASE WHEN {column} IS NULL THEN NULL ELSE "

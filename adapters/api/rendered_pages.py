@@ -65,7 +65,6 @@ def candidate_summary(dialect: Dialect) -> str:
     ))
 
 
-
 def page_body(items: str, documents: list[str], next_cursor: str | None) -> bytes:
     """A page ``{items: [...], "next_cursor": ...}`` around documents rendered by the store."""
     return (f'{{"{items}":[{",".join(documents)}],'

@@ -49,7 +49,7 @@ def inbox(acting: Acting, scope_id: str, status: str, family: str | None, cursor
     ``status=all`` lists every status."""
     acting.app.records.get_scope(acting.who(), scope_id)
     summaries, next_cursor = acting.view(REVIEW_INBOX)().list_candidates(
-        scope_id, status=None if status == EVERY_STATUS else status, family=family,
+        scope_id, status=_listed_status(status), family=family,
         cursor=cursor, limit=limit)
     now = datetime.now(UTC)
     return CandidatePage(candidates=[CandidateSummaryView.of(s, now) for s in summaries],
@@ -63,9 +63,14 @@ def inbox_body(acting: Acting, scope_id: str, status: str, family: str | None,
     view = acting.view(REVIEW_INBOX)()
     documents, next_cursor = view.list_documents(
         rendered_pages.candidate_summary(view.dialect), scope_id,
-        status=None if status == EVERY_STATUS else status, family=family, cursor=cursor,
+        status=_listed_status(status), family=family, cursor=cursor,
         limit=limit, params={rendered_pages.NOW: to_micros(datetime.now(UTC))})
     return rendered_pages.page_body("candidates", documents, next_cursor)
+
+
+def _listed_status(status: str) -> str | None:
+    """The view's status filter for a query's ``status`` (``all``: none)."""
+    return None if status == EVERY_STATUS else status
 
 
 def get_candidate(acting: Acting, scope_id: str, candidate_id: str) -> CandidateView:
