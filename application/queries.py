@@ -110,17 +110,22 @@ class ReadModelQueries:
 
     def list_scopes(self, who: Who, view: Callable[[], ScopeCatalogue[S]],
                     cursor: str | None, limit: int) -> ScopeListing[S]:
-        """The scopes the caller may read, in scope id order: all of them for an
-        administrator (or where access is not enforced), else those where a role lets the
-        caller read."""
-        caller = self.gate.authenticate(who)
+        """The scopes the caller may read, in scope id order (see :meth:`readable_scopes`)."""
+        caller, holders_of = self.readable_scopes(who)
         catalogue = view()
-        holders_of = (None if not self.policy.enforced or caller.admin
-                      else (caller.name, self.policy.roles_permitting(Action.READ)))
         scopes, next_cursor = catalogue.list_scopes(holders_of=holders_of, cursor=cursor,
                                                     limit=limit)
-        roles = catalogue.roles_in(caller.name, [scope.scope_id for scope in scopes])
+        roles = catalogue.roles_in(caller, [scope.scope_id for scope in scopes])
         return ScopeListing(scopes, roles, next_cursor)
+
+    def readable_scopes(self, who: Who) -> tuple[str, tuple[str, Collection[str]] | None]:
+        """The caller's name, and which scopes it may read: all of them (``None``) for an
+        administrator (or where access is not enforced), else those where it holds one of
+        the roles that let it read (``holders_of`` of a scope catalogue)."""
+        caller = self.gate.authenticate(who)
+        if not self.policy.enforced or caller.admin:
+            return caller.name, None
+        return caller.name, (caller.name, self.policy.roles_permitting(Action.READ))
 
     def event_feed(self, who: Who, scope_id: str, view: Callable[[], EventFeed[F]],
                    after: int, limit: int) -> list[F]:

@@ -13,7 +13,8 @@ store spells them in its own SQL:
   it is zero;
 - ``mapped``: a text column through a fixed table, with a fallback template;
 - ``present``: a nested value, ``null`` when a column is ``NULL``;
-- ``seconds_since``: the seconds from a time column to a parameter's (never below zero).
+- ``seconds_since``: the seconds from a time column to a parameter's (never below zero);
+- ``sorted_texts``: the JSON array text of a key column's values in other rows, sorted.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ class JsonSql(ABC):
     @abstractmethod
     def seconds_since(self, column: str, now: str) -> str:
         """``now`` (a parameter, microseconds) less ``column``, in seconds, at least 0."""
+
+    @abstractmethod
+    def sorted_texts(self, column: str, rows: str) -> str:
+        """The JSON array (as text) of ``column``'s values in ``rows`` (a ``FROM`` clause with
+        its ``WHERE``, which may name the outer query's columns), in code point order."""
 
     @abstractmethod
     def escaped(self, text: str) -> str:
@@ -100,6 +106,11 @@ class SQLiteJson(JsonSql):
         since = f"max(0, {now} - {column})"
         return f"json(({since} / 1000000) || printf('.%06d', {since} % 1000000))"
 
+    def sorted_texts(self, column: str, rows: str) -> str:
+        # Text compares by its UTF-8 bytes (code point order); the aggregate keeps row order.
+        return (f"(SELECT json_group_array({column}) "
+                f"FROM (SELECT {column} {rows} ORDER BY {column}))")
+
     def escaped(self, text: str) -> str:
         return text
 
@@ -126,6 +137,10 @@ class PostgresJson(JsonSql):
 
     def seconds_since(self, column: str, now: str) -> str:
         return f"greatest(0.0, ({now} - {column})::double precision / 1000000.0)"
+
+    def sorted_texts(self, column: str, rows: str) -> str:
+        return (f"(SELECT coalesce(json_agg({column} ORDER BY {column} COLLATE \"C\"), "
+                f"'[]'::json)::text {rows})")
 
     def escaped(self, text: str) -> str:
         return text.replace("%", "%%")

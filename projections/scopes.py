@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,15 +25,12 @@ from domain.text import check_scope_id
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
 from projections.base import ProjectionSpec, ProjectionView
 from projections.dialect import AGGREGATE_ID, POSITION, Columns, Row, column_names, stored_text
-from projections.paging import (
-    KeyCursors,
-    check_limit,
-    keyset_page,
-)
+from projections.paging import KeyCursors, check_limit, documents_page, keyset_page
 from projections.times import from_micros, to_micros
 
 DEFAULT_LIMIT = 20
 ROLES = "_roles"
+Holders = tuple[str, Collection[str]]  # a principal, and roles it must hold one of
 CURSORS = KeyCursors("scopes", "scope id", 128, check_scope_id)  # ids are 1-128 ASCII
 
 COLUMNS: Columns = (
@@ -118,33 +115,57 @@ class ScopesView(ProjectionView, ABC):
 
     # -- queries --------------------------------------------------------------------------------
 
-    def list_scopes(self, *, holders_of: tuple[str, Collection[str]] | None = None,
-                    cursor: str | None = None, limit: int = DEFAULT_LIMIT,
-                    ) -> tuple[list[ScopeSummary], str | None]:
+    def list_scopes(self, *, holders_of: Holders | None = None, cursor: str | None = None,
+                    limit: int = DEFAULT_LIMIT) -> tuple[list[ScopeSummary], str | None]:
         """One page in scope id order, and the cursor of the next (``None`` on the last).
 
         ``holders_of=(principal, roles)`` keeps the scopes where the principal holds one of
         ``roles``; without it, every scope."""
+        page = self._page(", ".join(SUMMARY_COLUMNS), holders_of, cursor, limit)
+        return keyset_page(page, limit, _summary) if page is not None else ([], None)
+
+    def list_documents(self, document: str, principal: str, *,
+                       holders_of: Holders | None = None, cursor: str | None = None,
+                       limit: int = DEFAULT_LIMIT) -> tuple[list[str], str | None]:
+        """The page ``list_scopes`` gives, each scope as the JSON text the SQL expression
+        ``document`` renders from its summary's columns and ``roles``, the JSON array of
+        ``principal``'s roles in it (see :mod:`projections.json_sql`)."""
+        p, main = self.dialect.param, self.table()
+        roles = self.dialect.json.sorted_texts(
+            "role", f"FROM {self.table(ROLES)} AS held WHERE held.principal = "
+                    f"{p('caller')} AND held.scope_id = {main}.scope_id")
+        page = self._page(f"{', '.join(SUMMARY_COLUMNS)}, {roles} AS roles", holders_of,
+                          cursor, limit, {"caller": principal},
+                          lambda statement: f"SELECT {document} AS document, scope_id "
+                                            f"FROM ({statement}) AS page ORDER BY scope_id")
+        if page is None:
+            return [], None
+        return documents_page(page, limit, lambda row: CURSORS.encode(row["scope_id"]))
+
+    def _page(self, select: str, holders_of: Holders | None, cursor: str | None, limit: int,
+              params: Mapping[str, object] | None = None,
+              around: Callable[[str], str] = lambda statement: statement) -> list[Row] | None:
+        """``select`` of one page's scopes and of one more if a next page exists, through
+        ``around``; ``None`` when the principal of ``holders_of`` may hold no role."""
         check_limit(limit)
         p = self.dialect.param
-        params: dict[str, object] = {"limit": limit + 1}
+        values: dict[str, object] = {**(params or {}), "limit": limit + 1}
         conditions: list[str] = []
         if cursor is not None:
             conditions.append(f"scope_id > {p('after')}")
-            params["after"] = CURSORS.decode(cursor)
+            values["after"] = CURSORS.decode(cursor)
         if holders_of is not None:
             principal, roles = holders_of
             if not roles:
-                return [], None
+                return None
             names = [f"role_{n}" for n in range(len(roles))]
-            params.update(zip(names, sorted(roles), strict=True), principal=principal)
+            values.update(zip(names, sorted(roles), strict=True), principal=principal)
             conditions.append(
                 f"scope_id IN (SELECT scope_id FROM {self.table(ROLES)} WHERE principal = "
                 f"{p('principal')} AND role IN ({', '.join(p(n) for n in names)}))")
         where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
-        rows = self._select(f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM {self.table()} {where}"
-                            f"ORDER BY scope_id LIMIT {p('limit')}", params)
-        return keyset_page(rows, limit, _summary)
+        return self._select(around(f"SELECT {select} FROM {self.table()} {where}"
+                                   f"ORDER BY scope_id LIMIT {p('limit')}"), values)
 
     def roles_in(self, principal: str, scope_ids: Sequence[str]) -> dict[str, list[str]]:
         """The principal's roles in each of ``scope_ids`` that it holds any in, sorted."""

@@ -4,7 +4,9 @@ For any runs the view can hold (every status, outcome and failure code, text wit
 percent signs, backslashes, control characters and any script, times with and without a
 fraction of a second), the runs page the store renders parses to exactly what
 ``DreamRunPage`` dumps for the same rows, on both stores, page after page; and the same for
-any review inbox and ``CandidatePage``, ages as of the request's time included.
+any review inbox and ``CandidatePage``, ages as of the request's time included; and for any
+scope catalogue and ``ScopePage``, as any principal sees it, its own roles in each scope
+included.
 """
 
 from __future__ import annotations
@@ -23,21 +25,32 @@ from eventsourcing.persistence import Tracking
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.api.rendered_pages import NOW, candidate_summary, page_body, run_summary
+from adapters.api.rendered_pages import (
+    NOW,
+    candidate_summary,
+    page_body,
+    run_summary,
+    scope_summary,
+)
 from adapters.api.schemas import (
     CandidatePage,
     CandidateSummaryView,
     DreamRunPage,
     DreamRunSummary,
+    ScopePage,
+    ScopeSummaryView,
 )
 from adapters.settings import Settings
 from adapters.store.view_batches import open_view
+from domain.access import Role
 from domain.candidate import Candidate
 from domain.dream_run import FAILURE_REASONS, RunOutcome, RunTrigger
 from domain.refs import ArtifactRef, Lineage, SourceRef
+from domain.scope import Scope
 from domain.text import has_control_characters
 from projections.review_inbox import REVIEW_INBOX, ReviewInboxView
 from projections.runs import RUNS, NewRun, RunsView
+from projections.scopes import SCOPES, ScopesView
 from projections.times import to_micros
 
 APP = "Dreaming"
@@ -240,5 +253,98 @@ def test_a_rendered_inbox_page_is_the_modelled_page(inbox: ReviewInboxView) -> N
             assert rendered_page == modelled_page
             seen += len(modelled_page["candidates"])
         assert seen == len(candidates)
+
+    pages_agree()
+
+
+# -- the scope catalogue ------------------------------------------------------------------------
+
+PRINCIPALS = ("ana", "bo", "cy")
+ROLES = sorted(role.value for role in Role)
+SCOPE = st.fixed_dictionaries({
+    "created_at": TIMES, "changed_at": st.none() | TIMES,
+    "settings": st.fixed_dictionaries({}, optional={"dream_max_pending_per_scope":
+                                                        st.integers(1, 1000)}),
+    "grants": st.lists(st.tuples(st.sampled_from(PRINCIPALS), st.sampled_from(ROLES)),
+                       max_size=6)})
+
+
+@pytest.fixture
+def catalogue(settings: Settings) -> Iterator[ScopesView]:
+    opened = open_view(SCOPES, settings)
+    yield opened
+    opened.close()
+
+
+def create_scope(view: ScopesView, scope_id: str, scope: dict[str, Any],
+                 principals: dict[str, str], positions: Iterator[int]) -> None:
+    """The rows the projection would make of a scope created, changed and granted roles."""
+    created = Scope.create(scope_id)
+    if scope["changed_at"] is not None:
+        created.change_settings({"dream_max_pending_per_scope": 7})
+    for principal, role in scope["grants"]:
+        created.grant_role(principals[principal], role)
+    for event in created.collect_events():
+        at = Tracking(APP, next(positions))
+        if isinstance(event, Scope.Created):
+            view.scope_created(replace(event, timestamp=scope["created_at"],
+                                       settings=scope["settings"]), at)
+        elif isinstance(event, Scope.SettingsChanged):
+            view.settings_changed(replace(event, timestamp=scope["changed_at"]), at)
+        else:
+            assert isinstance(event, Scope.RoleGranted)
+            view.role_granted(event, at)
+
+
+def scope_pages(view: ScopesView, principal: str, holders_of: tuple[str, set[str]] | None,
+                limit: int) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each page ``principal`` sees, as the models give it and as the store renders it."""
+    cursor = None
+    while True:
+        scopes, next_cursor = view.list_scopes(holders_of=holders_of, cursor=cursor,
+                                               limit=limit)
+        roles = view.roles_in(principal, [scope.scope_id for scope in scopes])
+        modelled_page = ScopePage(
+            scopes=[ScopeSummaryView.of(s, roles.get(s.scope_id, [])) for s in scopes],
+            next_cursor=next_cursor).model_dump(mode="json")
+        documents, rendered_cursor = view.list_documents(
+            scope_summary(view.dialect), principal, holders_of=holders_of, cursor=cursor,
+            limit=limit)
+        yield json.loads(page_body("scopes", documents, rendered_cursor)), modelled_page
+        cursor = next_cursor
+        if cursor is None:
+            return
+
+
+def test_a_rendered_scopes_page_is_the_modelled_page(catalogue: ScopesView) -> None:
+    positions = count(1)
+
+    @hypothesis.settings(max_examples=40, deadline=None, database=None,
+                         suppress_health_check=[hypothesis.HealthCheck.too_slow])
+    @given(scopes=st.lists(SCOPE, max_size=5), limit=st.integers(1, 6),
+           reader=st.sampled_from(PRINCIPALS), readable=st.sets(st.sampled_from(ROLES)))
+    def pages_agree(scopes: list[dict[str, Any]], limit: int, reader: str,
+                    readable: set[str]) -> None:
+        run = uuid.uuid4().hex  # this example's scopes and principals
+        principals = {name: f"{name}-{run}" for name in PRINCIPALS}
+        for n, scope in enumerate(scopes):
+            create_scope(catalogue, f"s-{run}-{n}", scope, principals, positions)
+        principal = principals[reader]
+        holding = [s for s in scopes if {role for name, role in s["grants"]
+                                         if name == reader} & readable]
+        seen = 0
+        for rendered_page, modelled_page in scope_pages(catalogue, principal,
+                                                        (principal, readable), limit):
+            assert rendered_page == modelled_page
+            seen += len(modelled_page["scopes"])
+        assert seen == len(holding)
+        # An administrator's page: every scope, the caller's own roles in each.
+        everyone = list(scope_pages(catalogue, principal, None, 100))
+        assert all(rendered_page == modelled_page for rendered_page, modelled_page in everyone)
+        listed = {scope["scope_id"]: scope["roles"] for page, _ in everyone
+                  for scope in page["scopes"]}
+        for n, scope in enumerate(scopes):
+            assert listed[f"s-{run}-{n}"] == sorted({role for name, role in scope["grants"]
+                                                     if name == reader})
 
     pages_agree()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from adapters.api import rendered_pages
 from adapters.api.acting import Acting, Recorded
 from adapters.api.schemas import (
     AddEntry,
@@ -62,6 +63,16 @@ def list_scopes(acting: Acting, cursor: str | None, limit: int) -> ScopePage:
                                              limit)
     return ScopePage(scopes=[ScopeSummaryView.of(scope, listing.roles.get(scope.scope_id, []))
                              for scope in listing.scopes], next_cursor=listing.next_cursor)
+
+
+def list_scopes_body(acting: Acting, cursor: str | None, limit: int) -> bytes:
+    """The page ``list_scopes`` answers, as the JSON body the store renders (ADR-0041)."""
+    caller, holders_of = acting.app.queries.readable_scopes(acting.who())
+    view = acting.view(SCOPES)()
+    documents, next_cursor = view.list_documents(
+        rendered_pages.scope_summary(view.dialect), caller, holders_of=holders_of,
+        cursor=cursor, limit=limit)
+    return rendered_pages.page_body("scopes", documents, next_cursor)
 
 
 def get_scope(acting: Acting, scope_id: str) -> ScopeView:

@@ -65,6 +65,20 @@ def candidate_summary(dialect: Dialect) -> str:
     ))
 
 
+@cache
+def scope_summary(dialect: Dialect) -> str:
+    """A row of the scope catalogue, with the caller's ``roles``, as ``ScopeSummaryView``."""
+    sql = dialect.json
+    return sql.document((
+        ("scope_id", sql.text("scope_id")),
+        ("settings", sql.raw("settings")),
+        ("created_at", sql.time("created_at")),
+        ("updated_at", sql.time("updated_at")),
+        ("roles", sql.raw("roles")),
+        ("position", sql.number("position")),
+    ))
+
+
 def page_body(items: str, documents: list[str], next_cursor: str | None) -> bytes:
     """A page ``{items: [...], "next_cursor": ...}`` around documents rendered by the store."""
     return (f'{{"{items}":[{",".join(documents)}],'

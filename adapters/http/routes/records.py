@@ -28,7 +28,7 @@ from adapters.api.schemas import (
     ScopeView,
     SourceView,
 )
-from adapters.http.dependencies import After, Calling, read_first, reading, v1_router
+from adapters.http.dependencies import After, Calling, read_first, reading, rendered, v1_router
 from domain.refs import ArtifactFamily
 from projections.auto_records import AUTO_RECORDS
 from projections.review_inbox import REVIEW_INBOX
@@ -46,13 +46,15 @@ def create_scope(body: CreateScope, acting: Calling) -> ScopeView:
     return records.create_scope(acting, body)
 
 
-@router.get("/scopes", tags=["scopes"], dependencies=[reading(SCOPES)])
-async def list_scopes(acting: Calling, cursor: str | None = None,
+@router.get("/scopes", tags=["scopes"], dependencies=[reading(SCOPES)],
+            response_model=ScopePage)
+async def list_scopes(acting: Calling, response: Response, cursor: str | None = None,
                       limit: Annotated[int, Query(description="Scopes per page, 1-100.")]
-                      = SCOPES_PER_PAGE, after: After = None) -> ScopePage:
+                      = SCOPES_PER_PAGE, after: After = None) -> Response:
     """The scopes the caller may read (every scope, for a deployment administrator), in
     scope id order, each with the caller's roles in it (keyset pages, opaque cursor)."""
-    return await read_first(records.list_scopes, acting.including(after), cursor, limit)
+    return rendered(await read_first(records.list_scopes_body, acting.including(after), cursor,
+                                     limit), response)
 
 
 @router.get("/scopes/{scope_id}", tags=["scopes"])
