@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import count
@@ -118,6 +118,21 @@ def rendered(view: RunsView, scope_id: str, cursor: str | None, limit: int) -> d
     return parsed
 
 
+Pages = Iterator[tuple[dict[str, Any], dict[str, Any]]]
+
+
+def every_page(page: Callable[[str | None], tuple[dict[str, Any], dict[str, Any]]]) -> Pages:
+    """Each page, as the store renders it and as the models give it, through the cursors the
+    models' pages give: ``page(cursor)`` is one pair."""
+    cursor = None
+    while True:
+        rendered_page, modelled_page = page(cursor)
+        yield rendered_page, modelled_page
+        cursor = modelled_page["next_cursor"]
+        if cursor is None:
+            return
+
+
 def test_a_rendered_runs_page_is_the_modelled_page(view: RunsView) -> None:
     positions = count(1)
 
@@ -129,14 +144,11 @@ def test_a_rendered_runs_page_is_the_modelled_page(view: RunsView) -> None:
         scope_id = f"s-{uuid.uuid4().hex}"
         for run in runs:
             record(view, scope_id, run, positions)
-        cursor, seen = None, 0
-        while True:  # every page, through the cursors each gives
-            expected = modelled(view, scope_id, cursor, limit)
-            assert rendered(view, scope_id, cursor, limit) == expected
-            seen += len(expected["runs"])
-            cursor = expected["next_cursor"]
-            if cursor is None:
-                break
+        seen = 0
+        for rendered_page, modelled_page in every_page(lambda cursor: (
+                rendered(view, scope_id, cursor, limit), modelled(view, scope_id, cursor, limit))):
+            assert rendered_page == modelled_page
+            seen += len(modelled_page["runs"])
         assert seen == len(runs)
 
     pages_agree()
@@ -217,23 +229,18 @@ def propose(view: ReviewInboxView, scope_id: str, candidate: dict[str, Any],
         view.evidence_erased(scope_id, {candidate["candidate_id"]}, "erasure-1", at())
 
 
-def inbox_pages(view: ReviewInboxView, scope_id: str, limit: int,
-                now: datetime) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each page of every status as the models give it and as the store renders it."""
-    cursor = None
-    while True:
-        summaries, next_cursor = view.list_candidates(scope_id, status=None, cursor=cursor,
-                                                      limit=limit)
-        modelled_page = CandidatePage(
-            candidates=[CandidateSummaryView.of(s, now) for s in summaries],
-            next_cursor=next_cursor).model_dump(mode="json")
-        documents, rendered_cursor = view.list_documents(
-            candidate_summary(view.dialect), scope_id, status=None, cursor=cursor, limit=limit,
-            params={NOW: to_micros(now)})
-        yield json.loads(page_body("candidates", documents, rendered_cursor)), modelled_page
-        cursor = next_cursor
-        if cursor is None:
-            return
+def inbox_page(view: ReviewInboxView, scope_id: str, limit: int, now: datetime,
+               cursor: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A page of every status as the store renders it and as the models give it."""
+    summaries, next_cursor = view.list_candidates(scope_id, status=None, cursor=cursor,
+                                                  limit=limit)
+    modelled_page = CandidatePage(
+        candidates=[CandidateSummaryView.of(s, now) for s in summaries],
+        next_cursor=next_cursor).model_dump(mode="json")
+    documents, rendered_cursor = view.list_documents(
+        candidate_summary(view.dialect), scope_id, status=None, cursor=cursor, limit=limit,
+        params={NOW: to_micros(now)})
+    return json.loads(page_body("candidates", documents, rendered_cursor)), modelled_page
 
 
 def test_a_rendered_inbox_page_is_the_modelled_page(inbox: ReviewInboxView) -> None:
@@ -249,7 +256,8 @@ def test_a_rendered_inbox_page_is_the_modelled_page(inbox: ReviewInboxView) -> N
         for candidate in candidates:
             propose(inbox, scope_id, candidate, positions)
         seen = 0
-        for rendered_page, modelled_page in inbox_pages(inbox, scope_id, limit, now):
+        for rendered_page, modelled_page in every_page(
+                lambda cursor: inbox_page(inbox, scope_id, limit, now, cursor)):
             assert rendered_page == modelled_page
             seen += len(modelled_page["candidates"])
         assert seen == len(candidates)
@@ -296,24 +304,18 @@ def create_scope(view: ScopesView, scope_id: str, scope: dict[str, Any],
             view.role_granted(event, at)
 
 
-def scope_pages(view: ScopesView, principal: str, holders_of: tuple[str, set[str]] | None,
-                limit: int) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each page ``principal`` sees, as the models give it and as the store renders it."""
-    cursor = None
-    while True:
-        scopes, next_cursor = view.list_scopes(holders_of=holders_of, cursor=cursor,
-                                               limit=limit)
-        roles = view.roles_in(principal, [scope.scope_id for scope in scopes])
-        modelled_page = ScopePage(
-            scopes=[ScopeSummaryView.of(s, roles.get(s.scope_id, [])) for s in scopes],
-            next_cursor=next_cursor).model_dump(mode="json")
-        documents, rendered_cursor = view.list_documents(
-            scope_summary(view.dialect), principal, holders_of=holders_of, cursor=cursor,
-            limit=limit)
-        yield json.loads(page_body("scopes", documents, rendered_cursor)), modelled_page
-        cursor = next_cursor
-        if cursor is None:
-            return
+def scope_page(view: ScopesView, principal: str, holders_of: tuple[str, set[str]] | None,
+               limit: int, cursor: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A page ``principal`` sees, as the store renders it and as the models give it."""
+    scopes, next_cursor = view.list_scopes(holders_of=holders_of, cursor=cursor, limit=limit)
+    roles = view.roles_in(principal, [scope.scope_id for scope in scopes])
+    modelled_page = ScopePage(
+        scopes=[ScopeSummaryView.of(s, roles.get(s.scope_id, [])) for s in scopes],
+        next_cursor=next_cursor).model_dump(mode="json")
+    documents, rendered_cursor = view.list_documents(
+        scope_summary(view.dialect), principal, holders_of=holders_of, cursor=cursor,
+        limit=limit)
+    return json.loads(page_body("scopes", documents, rendered_cursor)), modelled_page
 
 
 def test_a_rendered_scopes_page_is_the_modelled_page(catalogue: ScopesView) -> None:
@@ -333,13 +335,15 @@ def test_a_rendered_scopes_page_is_the_modelled_page(catalogue: ScopesView) -> N
         holding = [s for s in scopes if {role for name, role in s["grants"]
                                          if name == reader} & readable]
         seen = 0
-        for rendered_page, modelled_page in scope_pages(catalogue, principal,
-                                                        (principal, readable), limit):
+        for rendered_page, modelled_page in every_page(
+                lambda cursor: scope_page(catalogue, principal, (principal, readable), limit,
+                                          cursor)):
             assert rendered_page == modelled_page
             seen += len(modelled_page["scopes"])
         assert seen == len(holding)
         # An administrator's page: every scope, the caller's own roles in each.
-        everyone = list(scope_pages(catalogue, principal, None, 100))
+        everyone = list(every_page(
+            lambda cursor: scope_page(catalogue, principal, None, 100, cursor)))
         assert all(rendered_page == modelled_page for rendered_page, modelled_page in everyone)
         listed = {scope["scope_id"]: scope["roles"] for page, _ in everyone
                   for scope in page["scopes"]}
