@@ -15,7 +15,7 @@ from eventsourcing.persistence import PersistenceError
 from adapters.settings import Settings
 from adapters.store.projection_runtime import start_projection
 from adapters.store.replay_processes import REPLAY_COST, balanced_shares, verify_in_processes
-from adapters.store.replay_verification import verify
+from adapters.store.replay_verification import scratch_view, verify
 from adapters.store.view_batches import open_view
 from application.bootstrap import Dreaming
 from domain.policy import LOCAL
@@ -163,3 +163,30 @@ def idle_then_read(view: ProjectionView) -> None:
     with view.snapshot() as cursor:
         time.sleep(IDLE_TIMEOUT + 1)
         cursor.execute("SELECT 1 AS one", {})
+
+
+def test_a_scratch_copy_writes_each_page_once_and_still_rolls_back(tmp_path: Path) -> None:
+    """The replay's copy keeps its rollback journal in memory and never syncs (it is deleted
+    after the comparison); the live view keeps its write-ahead log."""
+    settings = Settings(data_dir=tmp_path)
+    live = open_view(SCOPES, settings)
+    with live.reading() as cursor:
+        cursor.execute("PRAGMA journal_mode", {})
+        assert cursor.fetchone()[0] == "wal"
+    live.close()
+    with scratch_view(SCOPES, settings) as scratch:
+        with scratch.reading() as cursor:
+            cursor.execute("PRAGMA journal_mode", {})
+            journal = cursor.fetchone()[0]
+            cursor.execute("PRAGMA synchronous", {})
+            synchronous = cursor.fetchone()[0]
+        assert (journal, synchronous) == ("memory", 0)
+        table = scratch.table()
+        with scratch.batch(careful=True) as cursor:  # a failed event's savepoint
+            cursor.execute("SAVEPOINT event", {})
+            cursor.execute(f"INSERT INTO {table} (aggregate_id, scope_id, settings, created_at, "
+                           "updated_at, position) VALUES ('a', 's', '{}', 1, 1, 1)", {})
+            cursor.execute("ROLLBACK TO SAVEPOINT event", {})
+            cursor.execute("RELEASE SAVEPOINT event", {})
+        assert scratch.count_scopes() == 0
+        assert not list(Path(str(scratch.datastore.pool.db_name)).parent.glob("*-wal"))

@@ -41,7 +41,7 @@ from adapters.settings import Settings
 from adapters.store.persistence import application_env, lean_pool, open_store, prefixed_env
 from adapters.store.shared_feed import BATCH_EVENTS, store_fetch
 from adapters.store.view_batches import Progress, apply_batch, open_view
-from projections.backends import PostgresProjectionView
+from projections.backends import PostgresProjectionView, ScratchConnectionPool, SQLiteProjectionView
 from projections.base import ProjectionSpec, ProjectionView
 from projections.dead_letters import DEAD_LETTERS
 from projections.dialect import ViewCursor
@@ -126,7 +126,7 @@ class _Replay:
                application_name: str) -> _Replay:
         live = stack.enter_context(closing(open_view(spec, settings)))
         cursor = stack.enter_context(live.snapshot(held=True))  # until compared
-        scratch = stack.enter_context(_scratch_view(spec, settings))
+        scratch = stack.enter_context(scratch_view(spec, settings))
         return cls(spec, live, cursor, live.position_in(cursor, application_name),
                    scratch, spec.runnable(view=scratch))
 
@@ -154,7 +154,7 @@ class _Replay:
 
 
 @contextmanager
-def _scratch_view(spec: ProjectionSpec[Any], settings: Settings) -> Iterator[ProjectionView]:
+def scratch_view(spec: ProjectionSpec[Any], settings: Settings) -> Iterator[ProjectionView]:
     """The projection's view in a place of its own, removed afterwards."""
     if not settings.database_url:
         with tempfile.TemporaryDirectory(prefix="dream-replay-") as folder:
@@ -179,7 +179,11 @@ def _construct(spec: ProjectionSpec[Any], env: dict[str, str], *,
                postgres: bool) -> ProjectionView:
     factory = InfrastructureFactory[ProjectionView].construct(
         env=Environment(spec.name, prefixed_env(spec.name, env)))
-    return factory.tracking_recorder(spec.view_class(postgres=postgres))
+    view_class = spec.view_class(postgres=postgres)
+    if issubclass(view_class, SQLiteProjectionView):  # a file deleted after the comparison
+        view_class = type(f"Scratch{view_class.__name__}", (view_class,),
+                          {"pool_class": ScratchConnectionPool})
+    return factory.tracking_recorder(view_class)
 
 
 # -- comparing -------------------------------------------------------------------------------------
