@@ -338,3 +338,31 @@ def check_the_survivor_lists_a_new_run_within_the_bound(client: httpx.Client) ->
     assert run_id in {run["run_id"] for run in answer.json()["runs"]}
     for _ in range(3):  # and it stays served
         assert run_id in {run["run_id"] for run in runs_listed(client)}
+
+
+def test_a_host_is_not_sent_round_again_by_its_own_applied_hints(
+        settings: Settings, app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After each batch of a view other processes act on, its host says "applied" for the
+    followers elsewhere; its own listener hears that too and must not take it for news (it
+    would read the store's head again, and apply nothing, every time)."""
+    monkeypatch.setattr(projection_runtime, "COALESCE_SECONDS", 0.0)
+    seed_scope(app)
+    with start_projection(RUNS, settings, lease=view_lease(settings, "runs")) as host:
+        wait_for(lambda: host.hosting, 5, "the runner hosts")
+        host.wait(app.store.max_position(), timeout=10)
+        recorder = host.app.recorder
+        read_head = recorder.max_notification_id
+        rounds: list[float] = []
+        monkeypatch.setattr(recorder, "max_notification_id",
+                            lambda: rounds.append(time.monotonic()) or read_head())
+
+        def rounds_within(seconds: float, hint: Callable[[], None]) -> int:
+            before, deadline = len(rounds), time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                hint()
+                time.sleep(0.005)
+            return len(rounds) - before
+
+        quiet = rounds_within(0.5, lambda: None)  # its polls alone
+        hinted = rounds_within(0.5, lambda: host._signals.send(host.name, "applied"))
+        assert hinted <= quiet * 1.5 + 3, (quiet, hinted)

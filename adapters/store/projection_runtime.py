@@ -383,6 +383,8 @@ class RunningProjection(Generic[TView]):
         if channel == self._signals.channel(self.name, "wake"):
             self._follower_waits.set()  # a reader in another process waits
             self._urgent.set()
+        elif channel == self._signals.channel(self.name, "applied") and self._hosting:
+            return  # its own batch, said for the followers elsewhere: nothing new here
         self._wakeup.set()
 
     # -- lifecycle ------------------------------------------------------------------------------
