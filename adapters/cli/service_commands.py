@@ -347,7 +347,8 @@ def add_commands(commands: Commands) -> None:
     bench.add_argument("suite", choices=["core", "http", "dream", "execution", "review", "audit",
                                           "freshness", "backlog", "mcp", "scale", "auto_dream",
                                           "durability", "observability", "bundle_codec",
-                                          "webhooks", "portability", "erasure", "open_loop"],
+                                          "webhooks", "portability", "erasure", "open_loop",
+                                          "lists"],
                        help="which benchmark")
     bench.add_argument("options", nargs=argparse.REMAINDER,
                        help="passed to the suite, e.g. --quick, --json, --stores sqlite")
