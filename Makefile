@@ -66,6 +66,7 @@ bench: $(RUNTIME)
 	$(BIN)/dream bench portability
 	$(BIN)/dream bench erasure
 	$(BIN)/dream bench open_loop
+	$(BIN)/dream bench lists
 
 # The history checker's long run: every fault case on both stores (docs/durability.md).
 durability: $(RUNTIME)
