@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from adapters.settings import Settings
 from benchmarks.core import (
@@ -75,17 +76,15 @@ class Case:
                 "api_cpu_ms_per_call": round(statistics.median(self.cpu_ms), 3)}
 
 
+LISTS = {"runs list": (f"/v1/scopes/{SCOPE}/dream", {}),
+         "review inbox": (f"/v1/scopes/{SCOPE}/candidates", {"status": "all"}),
+         "scopes list": ("/v1/scopes", {})}
+
+
 def cases(store: str) -> list[Case]:
-    lists = {"runs list": f"/v1/scopes/{SCOPE}/dream",
-             "review inbox": f"/v1/scopes/{SCOPE}/candidates?status=all&",
-             "scopes list": "/v1/scopes"}
-    made = []
-    for name, path in lists.items():
-        for limit in (100, 20):
-            joiner = "" if path.endswith("&") else "?"
-            made.append(Case(store, f"{name}, page of {limit}",
-                             Call("GET", f"{path}{joiner}limit={limit}")))
-    return made
+    return [Case(store, f"{name}, page of {limit}",
+                 Call("GET", f"{path}?{urlencode({**query, 'limit': limit})}"))
+            for name, (path, query) in LISTS.items() for limit in (100, 20)]
 
 
 def fill(server: Server, items: int, say: Callable[[str], None]) -> None:
