@@ -32,6 +32,7 @@ from benchmarks.core import (
     benchmark_parser,
     fmt,
     p95,
+    publish,
     report_header,
     say_unless_json,
 )
@@ -174,14 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {**report_header("lists", args, dict.fromkeys(args.stores, "served"),
                               server_version),
               "sizes": asdict(sizes), "rows": rows, "targets": targets(rows)}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(table(rows))
-        print(f"\ntarget (#32): a list page of 100 at a p50 <= {TARGET_PAGE_OF_100_MS} ms")
-    return 0
+    return publish(args, result, f"{table(rows)}\n\ntarget (#32): a list page of 100 at a "
+                                 f"p50 <= {TARGET_PAGE_OF_100_MS} ms")
 
 
 if __name__ == "__main__":

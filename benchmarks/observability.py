@@ -18,7 +18,6 @@ quotes medians over rounds: admissions/s, p95, and the API process's CPU time pe
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -33,7 +32,7 @@ from typing import Any
 import httpx
 
 from adapters.settings import Settings
-from benchmarks.core import benchmark_parser, fmt, report_header, say_unless_json
+from benchmarks.core import benchmark_parser, fmt, publish, report_header, say_unless_json
 from benchmarks.dream_admissions import (
     ADMIT_CASES,
     AdmitLoad,
@@ -186,13 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row(variant, measured[0]) for variant in measured]
     result = {**report_header("observability", args, {"sqlite": "embedded"}, None),
               "sizes": asdict(sizes), "rows": rows}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(table(rows))
-    return 0
+    return publish(args, result, table(rows))
 
 
 if __name__ == "__main__":
