@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -122,7 +122,9 @@ class ScopesView(ProjectionView, ABC):
         ``holders_of=(principal, roles)`` keeps the scopes where the principal holds one of
         ``roles``; without it, every scope."""
         page = self._page(", ".join(SUMMARY_COLUMNS), holders_of, cursor, limit)
-        return keyset_page(page, limit, _summary) if page is not None else ([], None)
+        if page is None:
+            return [], None
+        return keyset_page(self._select(*page), limit, _summary)
 
     def list_documents(self, document: str, principal: str, *,
                        holders_of: Holders | None = None, cursor: str | None = None,
@@ -130,42 +132,42 @@ class ScopesView(ProjectionView, ABC):
         """The page ``list_scopes`` gives, each scope as the JSON text the SQL expression
         ``document`` renders from its summary's columns and ``roles``, the JSON array of
         ``principal``'s roles in it (see :mod:`projections.json_sql`)."""
-        p, main = self.dialect.param, self.table()
+        p = self.dialect.param
         roles = self.dialect.json.sorted_texts(
             "role", f"FROM {self.table(ROLES)} AS held WHERE held.principal = "
-                    f"{p('caller')} AND held.scope_id = {main}.scope_id")
+                    f"{p('caller')} AND held.scope_id = {self.table()}.scope_id")
         page = self._page(f"{', '.join(SUMMARY_COLUMNS)}, {roles} AS roles", holders_of,
-                          cursor, limit, {"caller": principal},
-                          lambda statement: f"SELECT {document} AS document, scope_id "
-                                            f"FROM ({statement}) AS page ORDER BY scope_id")
+                          cursor, limit)
         if page is None:
             return [], None
-        return documents_page(page, limit, lambda row: CURSORS.encode(row["scope_id"]))
+        statement, params = page
+        rows = self._select(f"SELECT {document} AS document, scope_id FROM ({statement}) "
+                            "AS page ORDER BY scope_id", {**params, "caller": principal})
+        return documents_page(rows, limit, lambda row: CURSORS.encode(row["scope_id"]))
 
-    def _page(self, select: str, holders_of: Holders | None, cursor: str | None, limit: int,
-              params: Mapping[str, object] | None = None,
-              around: Callable[[str], str] = lambda statement: statement) -> list[Row] | None:
-        """``select`` of one page's scopes and of one more if a next page exists, through
-        ``around``; ``None`` when the principal of ``holders_of`` may hold no role."""
+    def _page(self, select: str, holders_of: Holders | None, cursor: str | None,
+              limit: int) -> tuple[str, dict[str, object]] | None:
+        """The query of ``select`` for one page's scopes and one more if a next page exists,
+        and its parameters; ``None`` when the principal of ``holders_of`` may hold no role."""
         check_limit(limit)
         p = self.dialect.param
-        values: dict[str, object] = {**(params or {}), "limit": limit + 1}
+        params: dict[str, object] = {"limit": limit + 1}
         conditions: list[str] = []
         if cursor is not None:
             conditions.append(f"scope_id > {p('after')}")
-            values["after"] = CURSORS.decode(cursor)
+            params["after"] = CURSORS.decode(cursor)
         if holders_of is not None:
             principal, roles = holders_of
             if not roles:
                 return None
             names = [f"role_{n}" for n in range(len(roles))]
-            values.update(zip(names, sorted(roles), strict=True), principal=principal)
+            params.update(zip(names, sorted(roles), strict=True), principal=principal)
             conditions.append(
                 f"scope_id IN (SELECT scope_id FROM {self.table(ROLES)} WHERE principal = "
                 f"{p('principal')} AND role IN ({', '.join(p(n) for n in names)}))")
         where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
-        return self._select(around(f"SELECT {select} FROM {self.table()} {where}"
-                                   f"ORDER BY scope_id LIMIT {p('limit')}"), values)
+        return (f"SELECT {select} FROM {self.table()} {where}ORDER BY scope_id "
+                f"LIMIT {p('limit')}", params)
 
     def roles_in(self, principal: str, scope_ids: Sequence[str]) -> dict[str, list[str]]:
         """The principal's roles in each of ``scope_ids`` that it holds any in, sorted."""
