@@ -268,6 +268,11 @@ class ProjectionView(TrackingRecorder, ABC):
             if not self._update(cursor, "", aggregate_id,
                                 {**columns, "position": tracking.notification_id}):
                 raise self._missing(f"row for {what}", aggregate_id)
+            self._row_written(cursor, aggregate_id)
+
+    def _row_written(self, cursor: ViewCursor, aggregate_id: UUID) -> None:
+        """A hook: the main table's row of ``aggregate_id`` was just changed in ``cursor``'s
+        transaction (a view that keeps something derived from the whole row updates it)."""
 
     def _missing(self, what: str, aggregate_id: UUID, suffix: str = "") -> LookupError:
         """The error of an event about an aggregate whose earlier events left no row: a dead

@@ -45,11 +45,13 @@ def keyset_page(rows: Sequence[Row], limit: int,
     return page, (page[-1].cursor if len(rows) > limit else None)
 
 
-def documents_page(rows: Sequence[Row], limit: int,
-                   cursor: Callable[[Row], str]) -> tuple[list[str], str | None]:
-    """``keyset_page`` for rows of rendered documents (a ``document`` column, and the keys
-    ``cursor`` encodes): their texts, and the cursor after the last one, or ``None``."""
-    return ([row["document"] for row in rows[:limit]],
+def documents_page(rows: Sequence[Row], limit: int, cursor: Callable[[Row], str],
+                   document: Callable[[Row], str] = lambda row: row["document"],
+                   ) -> tuple[list[str], str | None]:
+    """``keyset_page`` for rows of rendered documents (by default a ``document`` column, and
+    the keys ``cursor`` encodes): their texts, and the cursor after the last one, or
+    ``None``."""
+    return ([document(row) for row in rows[:limit]],
             cursor(rows[limit - 1]) if len(rows) > limit else None)
 
 

@@ -1,5 +1,6 @@
 """List pages the store renders as JSON (ADR-0041): each item the same object its response
-model gives (``tests/test_rendered_pages.py`` holds the two equal), declared once here."""
+model gives (``tests/test_rendered_pages.py`` holds the two equal), declared once here. The
+review inbox's item is declared by its view, which keeps it rendered in the row (ADR-0042)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from functools import cache
 
 from domain.dream_run import FAILURE_REASONS
 from projections.dialect import Dialect
-
-NOW = "now"  # the parameter of the request's time, in microseconds
 
 
 @cache
@@ -34,34 +33,6 @@ def run_summary(dialect: Dialect) -> str:
         ("attempt_count", sql.number("attempt_count")),
         ("reused", sql.boolean("reused")),
         ("trigger", sql.text("trigger")),
-    ))
-
-
-@cache
-def candidate_summary(dialect: Dialect) -> str:
-    """A row of the review inbox as ``CandidateSummaryView``, its age as of parameter
-    ``NOW``."""
-    sql = dialect.json
-    return sql.document((
-        ("scope_id", sql.text("scope_id")),
-        ("candidate_id", sql.text("candidate_id")),
-        ("family", sql.text("family")),
-        ("status", sql.text("status")),
-        ("version", sql.number("version")),
-        ("target", sql.raw("target")),
-        ("reason", sql.text("reason")),
-        ("conflict", sql.boolean("conflict")),
-        ("conflict_code", sql.text("conflict_code")),
-        ("proposer", sql.text("proposer")),
-        ("run_id", sql.text("run_id")),
-        ("proposed_at", sql.time("proposed_at")),
-        ("updated_at", sql.time("updated_at")),
-        ("decided_at", sql.time("decided_at")),
-        ("age_seconds", sql.seconds_since("proposed_at", dialect.param(NOW))),
-        ("result", sql.raw("result")),
-        ("decided_by", sql.text("decided_by")),
-        ("decision_reason", sql.text("decision_reason")),
-        ("evidence_erased", sql.boolean("evidence_erased")),
     ))
 
 

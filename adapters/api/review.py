@@ -58,13 +58,13 @@ def inbox(acting: Acting, scope_id: str, status: str, family: str | None, cursor
 
 def inbox_body(acting: Acting, scope_id: str, status: str, family: str | None,
                cursor: str | None, limit: int) -> bytes:
-    """The page ``inbox`` answers, as the JSON body the store renders (ADR-0041)."""
+    """The page ``inbox`` answers, as the JSON body of the items the view keeps rendered
+    (ADR-0041, ADR-0042)."""
     acting.app.records.get_scope(acting.who(), scope_id)
     view = acting.view(REVIEW_INBOX)()
     documents, next_cursor = view.list_documents(
-        rendered_pages.candidate_summary(view.dialect), scope_id,
-        status=_listed_status(status), family=family, cursor=cursor,
-        limit=limit, params={rendered_pages.NOW: to_micros(datetime.now(UTC))})
+        scope_id, to_micros(datetime.now(UTC)), status=_listed_status(status), family=family,
+        cursor=cursor, limit=limit)
     return rendered_pages.page_body("candidates", documents, next_cursor)
 
 

@@ -193,10 +193,10 @@ class CandidateSummaryView(BaseModel):
     proposed_at: datetime
     updated_at: datetime
     decided_at: datetime | None
-    age_seconds: float = Field(description="Seconds since it was proposed.")
     result: ArtifactRefBody | None
     decided_by: str | None
     decision_reason: str | None
+    age_seconds: float = Field(description="Seconds since it was proposed.")
     evidence_erased: bool = Field(
         default=False, description="Evidence of one of its versions was erased (ids and hashes "
                                    "remain): review it with that in mind (docs/erasure.md).")
