@@ -120,6 +120,18 @@ class SQLiteProjectionView(SQLiteTrackingRecorder, ProjectionView, ABC):
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), *self.all_statements()]
 
+    def _create_table(self, c: Any) -> None:
+        # SQLite has no ``ADD COLUMN IF NOT EXISTS``: a main table made by an earlier release
+        # gains its missing columns here, before the statements that may read them.
+        if self.added_columns:
+            c.execute(f"PRAGMA table_info({self.table()})")
+            present = {row[1] for row in c.fetchall()}
+            for column in self.added_columns:
+                if present and column[0] not in present:
+                    c.execute(f"ALTER TABLE {self.table()} ADD COLUMN "
+                              f"{self.dialect.column_definitions((column,))}")
+        super()._create_table(c)
+
     def insert_tracking(self, tracking: Tracking) -> None:
         if not self._tracked_in_batch(tracking):
             super().insert_tracking(tracking)
@@ -167,6 +179,10 @@ class PostgresProjectionView(RenderedStatements, SerialisedSchema, PostgresTrack
         self.table_prefix = self.tracking_table_name.removesuffix(TRACKING_SUFFIX)
         for statement in self.all_statements():
             self.sql_create_statements.append(SQL(statement).format())
+
+    def column_additions(self) -> list[str]:
+        return [f"ALTER TABLE {self.table()} ADD COLUMN IF NOT EXISTS "
+                f"{self.dialect.column_definitions((column,))}" for column in self.added_columns]
 
     def insert_tracking(self, tracking: Tracking) -> None:
         if not self._tracked_in_batch(tracking):

@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, replace
 from threading import Event
 from time import monotonic, sleep
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 from uuid import UUID
 
 import psycopg
@@ -80,9 +80,25 @@ class ProjectionView(TrackingRecorder, ABC):
     def view_statements(self) -> list[str]:
         """``CREATE TABLE/INDEX IF NOT EXISTS`` statements for this view's own tables."""
 
+    # Columns of the main table that a table made by an earlier release lacks: opening the
+    # view adds them (the backends know how), before ``upgrade_statements`` run.
+    added_columns: ClassVar[Columns] = ()
+
     def all_statements(self) -> list[str]:
-        """The view's own tables, then its dead-letter table."""
-        return [*self.view_statements(), self._table_ddl(DEAD_LETTERS, DEAD_LETTER_COLUMNS)]
+        """The view's own tables, the columns added since, what brings their rows up to date,
+        then its dead-letter table."""
+        return [*self.view_statements(), *self.column_additions(), *self.upgrade_statements(),
+                self._table_ddl(DEAD_LETTERS, DEAD_LETTER_COLUMNS)]
+
+    def column_additions(self) -> list[str]:
+        """Statements adding ``added_columns`` where missing (none where the store cannot say
+        ``IF NOT EXISTS``: the backend adds them before any statement runs)."""
+        return []
+
+    def upgrade_statements(self) -> list[str]:
+        """Statements run at every opening once the tables and columns exist; they must change
+        nothing when the rows are current."""
+        return []
 
     def _table_ddl(self, suffix: str, columns: Columns, *constraints: str) -> str:
         """``CREATE TABLE IF NOT EXISTS`` for ``table(suffix)``: the columns, then any table

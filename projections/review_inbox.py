@@ -10,11 +10,10 @@ the previous page's last id (a keyset, not an offset): a candidate proposed betw
 appears on a later page if its id sorts after the cursor, and never shifts, repeats or hides
 the rows of later pages.
 
-Each row also keeps its item as the inbox lists it (``document``, ADR-0042): the JSON object
-the store renders from the row's columns whenever the row changes, less the two fields that
-depend on the moment of reading (its age, and whether an erasure has since erased its
-evidence), which a page appends as it reads the row. A page of 100 then reads 100 texts
-instead of building 100 objects.
+Each row also keeps its item as the inbox lists it (``document``,
+:mod:`projections.kept_documents`), less the two fields that depend on the moment of reading
+(its age, and whether an erasure has since erased its evidence), which a page appends as it
+reads the row.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from hashlib import sha256
 from typing import Any
 from uuid import UUID
 
@@ -38,7 +36,7 @@ from domain.erasure import Erasure
 from domain.refs import ArtifactRef
 from domain.text import check_recorded_identifier
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, ProjectionView
+from projections.base import ProjectionSpec
 from projections.checks import check_optional_choice
 from projections.dialect import (
     AGGREGATE_ID,
@@ -47,11 +45,11 @@ from projections.dialect import (
     Columns,
     Dialect,
     Row,
-    ViewCursor,
     column_names,
     row_values,
     stored_text,
 )
+from projections.kept_documents import DOCUMENT, KeptDocuments
 from projections.paging import (
     KeyCursors,
     check_limit,
@@ -84,15 +82,12 @@ COLUMNS: Columns = (
     ("decided_by", "text", ""),
     ("decision_reason", "text", ""),
     POSITION,
-    ("document", "text", ""),  # the row as the inbox lists it (see item_document)
+    DOCUMENT,  # the row as the inbox lists it (see item_document)
 )
-DOCUMENT = COLUMNS[-1]
 SUMMARY_COLUMNS = column_names(COLUMNS, excluding=("aggregate_id", "document"))
 ERASED = "_erased"  # candidates whose evidence an erasure erased (ADR-0030)
 ERASED_COLUMNS: Columns = (SCOPE_ID, ("candidate_id", "key", "NOT NULL"),
                            ("erasure_id", "key", "NOT NULL"))
-RENDERED = "_rendered"  # which declaration of the item the documents were rendered by
-RENDERED_COLUMNS: Columns = (("declaration", "key", "PRIMARY KEY"),)
 MICROS = 1_000_000
 
 
@@ -188,7 +183,7 @@ def check_candidate_family(family: object) -> str | None:
 # -- the view ---------------------------------------------------------------------------------
 
 
-class ReviewInboxView(ProjectionView, ABC):
+class ReviewInboxView(KeptDocuments, ABC):
     """Commands take the ``Tracking`` of the event they apply; queries read committed rows.
 
     The SQL lives here once, written against the backend's ``dialect``; the SQLite and
@@ -196,6 +191,8 @@ class ReviewInboxView(ProjectionView, ABC):
     """
 
     # -- schema ---------------------------------------------------------------------------------
+
+    added_columns = (DOCUMENT,)  # a table made before rows kept their item gains it
 
     def view_tables(self) -> list[str]:
         return [self.table(), self.table(ERASED)]
@@ -209,24 +206,10 @@ class ReviewInboxView(ProjectionView, ABC):
             self._index_ddl("family", "", "scope_id, family, candidate_id"),
             self._table_ddl(ERASED, ERASED_COLUMNS,
                             "PRIMARY KEY (scope_id, candidate_id, erasure_id)"),
-            *self._document_statements(),
         ]
 
-    def _document_statements(self) -> list[str]:
-        """Render every row again when its documents were rendered by another declaration of
-        the item than this one, or by none (a table made before rows kept theirs, or a
-        declaration changed since), and record this one: run at every start, they change
-        nothing once the documents are current."""
-        rendered = self.table(RENDERED)
-        declaration = f"'{sha256(item_document(self.dialect).encode()).hexdigest()}'"
-        current = f"EXISTS (SELECT 1 FROM {rendered} WHERE declaration = {declaration})"
-        return [
-            self._table_ddl(RENDERED, RENDERED_COLUMNS),
-            f"UPDATE {self.table()} SET document = {item_document(self.dialect)} "
-            f"WHERE document IS NULL OR NOT {current}",
-            f"DELETE FROM {rendered} WHERE declaration <> {declaration}",
-            f"INSERT INTO {rendered} (declaration) SELECT {declaration} WHERE NOT {current}",
-        ]
+    def item_document(self) -> str:
+        return item_document(self.dialect)
 
     def evidence_erased(self, scope_id: str, candidate_ids: set[str], erasure_id: str,
                         tracking: Tracking) -> None:
@@ -297,12 +280,6 @@ class ReviewInboxView(ProjectionView, ABC):
     def _change(self, aggregate_id: UUID, tracking: Tracking, **columns: object) -> None:
         self._update_row(aggregate_id, tracking, "candidate", **columns)
 
-    def _row_written(self, cursor: ViewCursor, aggregate_id: UUID) -> None:
-        """Render the row's item from its columns as they now are (in the same transaction)."""
-        cursor.execute(self._statement(("render",), lambda: (
-            f"UPDATE {self.table()} SET document = {item_document(self.dialect)} "
-            f"WHERE aggregate_id = {self.dialect.param('aggregate_id')}")),
-            {"aggregate_id": str(aggregate_id)})
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -382,26 +359,11 @@ class SQLiteReviewInboxView(SQLiteProjectionView, ReviewInboxView):
 
     table_prefix = "review_inbox"
 
-    def _create_table(self, c: Any) -> None:
-        # A view file made before rows kept their item gains the column (SQLite has no
-        # ``ADD COLUMN IF NOT EXISTS``) before the statements render into it.
-        c.execute(f"PRAGMA table_info({self.table()})")
-        names = {row[1] for row in c.fetchall()}
-        if names and DOCUMENT[0] not in names:
-            c.execute(f"ALTER TABLE {self.table()} ADD COLUMN "
-                      f"{self.dialect.column_definitions((DOCUMENT,))}")
-        super()._create_table(c)
 
 
 class PostgresReviewInboxView(PostgresProjectionView, ReviewInboxView):
     """Table ``review_inbox`` (the projection's name) next to ``review_inbox_tracking``, in the
     write model's database."""
-
-    def _document_statements(self) -> list[str]:
-        # A table made before rows kept their item gains the column first.
-        return [f"ALTER TABLE {self.table()} ADD COLUMN IF NOT EXISTS "
-                f"{self.dialect.column_definitions((DOCUMENT,))}",
-                *super()._document_statements()]
 
 
 # -- the projection ---------------------------------------------------------------------------

@@ -8,6 +8,9 @@ epoch, UTC.
 Pages are ordered ``accepted_at DESC, run_id DESC`` and continue strictly after the previous
 page's last row (a keyset, not an offset), so runs admitted between two fetches sort before
 the cursor and never shift, duplicate or hide rows of later pages.
+
+Each row also keeps its item as the runs list shows it (``document``,
+:mod:`projections.kept_documents`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from abc import ABC
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 from uuid import UUID
 
@@ -25,19 +29,21 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 
 from domain.canonical import canonical_json
-from domain.dream_run import TERMINAL, DreamRun, RunStatus, RunTrigger
+from domain.dream_run import FAILURE_REASONS, TERMINAL, DreamRun, RunStatus, RunTrigger
 from domain.text import has_control_characters
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, ProjectionView
+from projections.base import ProjectionSpec
 from projections.dialect import (
     AGGREGATE_ID,
     POSITION,
     SCOPE_ID,
     Columns,
+    Dialect,
     Row,
     column_names,
     row_values,
 )
+from projections.kept_documents import DOCUMENT, KeptDocuments
 from projections.paging import (
     bad_cursor,
     check_limit,
@@ -78,11 +84,40 @@ COLUMNS: Columns = (
     ("lease_expires_at", "int", ""),
     # Runs admitted before triggers existed were all requested.
     ("trigger", "text", f"NOT NULL DEFAULT '{RunTrigger.REQUEST.value}'"),
+    DOCUMENT,  # the row as the runs list shows it (see item_document)
 )
-TRIGGER_COLUMN = COLUMNS[-1]
-SUMMARY_COLUMNS = column_names(COLUMNS, excluding=("aggregate_id", "lease_expires_at"))
+TRIGGER_COLUMN = COLUMNS[-2]
+SUMMARY_COLUMNS = column_names(COLUMNS, excluding=("aggregate_id", "lease_expires_at",
+                                                   "document"))
 KEYSET = "accepted_at DESC, run_id DESC"
 REQUESTS_FIRST = f"CASE WHEN trigger = '{RunTrigger.AUTOMATIC}' THEN 1 ELSE 0 END"
+
+
+
+
+@cache
+def item_document(dialect: Dialect) -> str:
+    """The SQL rendering a row as the runs list's item (``DreamRunSummary``)."""
+    sql = dialect.json
+    return sql.document((
+        ("scope_id", sql.text("scope_id")),
+        ("run_id", sql.text("run_id")),
+        ("operation", sql.text("operation")),
+        ("status", sql.text("status")),
+        ("outcome", sql.text("outcome")),
+        ("target", sql.raw("target")),
+        ("candidate", sql.present("candidate_id", sql.object((
+            ("candidate_id", sql.text("candidate_id")),
+            ("version", sql.number("candidate_version")))))),
+        ("error", sql.text("error")),
+        ("reason", sql.mapped("error", FAILURE_REASONS, "The run failed (", ").")),
+        ("accepted_at", sql.time("accepted_at")),
+        ("started_at", sql.time("started_at")),
+        ("completed_at", sql.time("completed_at")),
+        ("attempt_count", sql.number("attempt_count")),
+        ("reused", sql.boolean("reused")),
+        ("trigger", sql.text("trigger")),
+    ))
 
 
 # -- values -----------------------------------------------------------------------------------
@@ -161,7 +196,7 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
 # -- the view ---------------------------------------------------------------------------------
 
 
-class RunsView(ProjectionView, ABC):
+class RunsView(KeptDocuments, ABC):
     """Commands take the ``Tracking`` of the event they apply; queries read committed rows.
 
     The SQL lives here once, written against the backend's ``dialect``; ``SQLiteRunsView`` and
@@ -170,8 +205,15 @@ class RunsView(ProjectionView, ABC):
 
     # -- schema ---------------------------------------------------------------------------------
 
+    # A table made before runs had a trigger (its rows were all requested runs), or before
+    # rows kept their item, gains the column.
+    added_columns = (TRIGGER_COLUMN, DOCUMENT)
+
     def view_tables(self) -> list[str]:
         return [self.table()]
+
+    def item_document(self) -> str:
+        return item_document(self.dialect)
 
     def view_statements(self) -> list[str]:
         return [
@@ -200,6 +242,7 @@ class RunsView(ProjectionView, ABC):
         }
         with self.tracked(tracking) as cursor:
             self._insert(cursor, "", values)
+            self._row_written(cursor, run.aggregate_id)
 
     def run_started(self, aggregate_id: UUID, attempt_count: int, started_at: datetime,
                     model_config_id: str, tracking: Tracking,
@@ -241,13 +284,13 @@ class RunsView(ProjectionView, ABC):
         rows = self._page(", ".join(SUMMARY_COLUMNS), scope_id, status, operation, cursor, limit)
         return keyset_page(rows, limit, _summary)
 
-    def list_documents(self, document: str, scope_id: str, *, status: str | None = None,
+    def list_documents(self, scope_id: str, *, status: str | None = None,
                        operation: str | None = None, cursor: str | None = None,
                        limit: int = DEFAULT_LIMIT) -> tuple[list[str], str | None]:
-        """The page ``list_runs`` gives, each run as the JSON text the SQL expression
-        ``document`` renders from its row (see :mod:`projections.json_sql`)."""
-        rows = self._page(f"{document} AS document, accepted_at, run_id", scope_id, status,
-                          operation, cursor, limit)
+        """The page ``list_runs`` gives, each run as the JSON text of the list's item, as its
+        row keeps it."""
+        rows = self._page("document, accepted_at, run_id", scope_id, status, operation,
+                          cursor, limit)
         return documents_page(rows, limit,
                               lambda row: encode_cursor(row["accepted_at"], row["run_id"]))
 
@@ -316,25 +359,10 @@ class SQLiteRunsView(SQLiteProjectionView, RunsView):
 
     table_prefix = "runs"
 
-    def _create_table(self, c: Any) -> None:
-        super()._create_table(c)
-        # A view file made before runs had a trigger gains the column (SQLite has no
-        # ``ADD COLUMN IF NOT EXISTS``); its rows were all requested runs.
-        c.execute(f"PRAGMA table_info({self.table()})")
-        if TRIGGER_COLUMN[0] not in {row[1] for row in c.fetchall()}:
-            c.execute(f"ALTER TABLE {self.table()} ADD COLUMN "
-                      f"{self.dialect.column_definitions((TRIGGER_COLUMN,))}")
-
 
 class PostgresRunsView(PostgresProjectionView, RunsView):
     """Table ``runs`` (the projection's name) next to ``runs_tracking``, in the write model's
     database."""
-
-    def view_statements(self) -> list[str]:
-        # A table made before runs had a trigger gains the column; its rows were requested.
-        return [*super().view_statements(),
-                f"ALTER TABLE {self.table()} ADD COLUMN IF NOT EXISTS "
-                f"{self.dialect.column_definitions((TRIGGER_COLUMN,))}"]
 
 
 # -- the projection ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from eventsourcing.persistence import Tracking
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.api.rendered_pages import page_body, run_summary, scope_summary
+from adapters.api.rendered_pages import page_body, scope_summary
 from adapters.api.schemas import (
     CandidatePage,
     CandidateSummaryView,
@@ -64,6 +64,7 @@ TARGETS = st.none() | st.fixed_dictionaries({
 ENDINGS = st.one_of(
     st.just(("queued",)),
     st.tuples(st.just("running"), TIMES),
+    st.tuples(st.just("requeued"), TIMES),
     st.tuples(st.just("succeeded"), TIMES, st.sampled_from([o.value for o in RunOutcome]),
               st.none() | st.fixed_dictionaries({"candidate_id": TEXT.filter(bool),
                                                  "version": st.integers(1, 2**31)}),
@@ -94,7 +95,10 @@ def record(view: RunsView, scope_id: str, run: dict[str, Any], positions: Iterat
     if status == "queued":
         return
     view.run_started(aggregate_id, 1, details[0], "model", at())
-    if status == "succeeded":
+    view.lease_renewed(aggregate_id, details[0], at())
+    if status == "requeued":
+        view.run_requeued(aggregate_id, at())
+    elif status == "succeeded":
         _, outcome, candidate, reused = details
         view.run_succeeded(aggregate_id, outcome, candidate, reused, details[0], at())
     elif status == "failed":
@@ -109,8 +113,7 @@ def modelled(view: RunsView, scope_id: str, cursor: str | None, limit: int) -> d
 
 
 def rendered(view: RunsView, scope_id: str, cursor: str | None, limit: int) -> dict[str, Any]:
-    documents, next_cursor = view.list_documents(run_summary(view.dialect), scope_id,
-                                                 cursor=cursor, limit=limit)
+    documents, next_cursor = view.list_documents(scope_id, cursor=cursor, limit=limit)
     parsed: dict[str, Any] = json.loads(page_body("runs", documents, next_cursor))
     return parsed
 
@@ -276,10 +279,10 @@ STORED = [
 NOW_SEEN = datetime(2026, 2, 1, 12, 0, 0, 250_000, tzinfo=UTC)
 
 
-def alter_inbox(settings: Settings, *statements: str) -> None:
-    """Change the inbox's tables behind its back (as an older release left them)."""
+def alter_view(settings: Settings, name: str, *statements: str) -> None:
+    """Change a view's tables behind its back (as an older release left them)."""
     if settings.database_url is None:
-        with closing(sqlite3.connect(settings.data_dir / "views" / "review_inbox.sqlite3")) as db:
+        with closing(sqlite3.connect(settings.data_dir / "views" / f"{name}.sqlite3")) as db:
             for statement in statements:
                 db.execute(statement)
             db.commit()
@@ -306,8 +309,8 @@ def store_candidates(settings: Settings) -> None:
 def test_an_inbox_made_before_rows_kept_their_item_renders_them_on_opening(
         settings: Settings) -> None:
     store_candidates(settings)
-    alter_inbox(settings, "ALTER TABLE review_inbox DROP COLUMN document",
-                "DROP TABLE review_inbox_rendered")  # as the tables were before this release
+    alter_view(settings, "review_inbox", "ALTER TABLE review_inbox DROP COLUMN document",
+               "DROP TABLE review_inbox_rendered")  # as the tables were before this release
     assert stored_inbox_agrees(settings)
 
 
@@ -315,10 +318,32 @@ def test_items_are_rendered_again_only_when_their_declaration_changed(
         settings: Settings) -> None:
     store_candidates(settings)
     assert stored_inbox_agrees(settings)
-    alter_inbox(settings, "UPDATE review_inbox SET document = '{\"stale\":1}'")
+    alter_view(settings, "review_inbox", "UPDATE review_inbox SET document = '{\"stale\":1}'")
     assert not stored_inbox_agrees(settings)  # rendered by this declaration: kept as stored
-    alter_inbox(settings, "UPDATE review_inbox_rendered SET declaration = 'an older one'")
+    alter_view(settings, "review_inbox",
+               "UPDATE review_inbox_rendered SET declaration = 'an older one'")
     assert stored_inbox_agrees(settings)
+
+
+def test_a_runs_view_made_before_rows_kept_their_item_renders_them_on_opening(
+        settings: Settings) -> None:
+    positions = count(1)
+    runs = [{"run_id": f"r{n}", "operation": "refine_experience", "target": None,
+             "accepted_at": datetime(2026, 1, 1, n, tzinfo=UTC), "trigger": "request",
+             "ending": ending} for n, ending in enumerate([
+                 ("queued",), ("failed", datetime(2026, 1, 2, tzinfo=UTC), "budget_exceeded"),
+                 ("succeeded", datetime(2026, 1, 3, tzinfo=UTC), "proposed",
+                  {"candidate_id": "c-1", "version": 1}, False)])]
+    with closing(open_view(RUNS, settings)) as view:
+        for run in runs:
+            record(view, "s", run, positions)
+    alter_view(settings, "runs", "ALTER TABLE runs DROP COLUMN document",
+               "DROP TABLE runs_rendered")  # as the table was before this release
+    with closing(open_view(RUNS, settings)) as view:
+        pages = list(every_page(lambda cursor: (rendered(view, "s", cursor, 2),
+                                                modelled(view, "s", cursor, 2))))
+    assert [run["run_id"] for _, page in pages for run in page["runs"]] == ["r2", "r1", "r0"]
+    assert all(rendered_page == modelled_page for rendered_page, modelled_page in pages)
 
 
 # -- the scope catalogue ------------------------------------------------------------------------

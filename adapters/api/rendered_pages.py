@@ -1,39 +1,14 @@
 """List pages the store renders as JSON (ADR-0041): each item the same object its response
 model gives (``tests/test_rendered_pages.py`` holds the two equal), declared once here. The
-review inbox's item is declared by its view, which keeps it rendered in the row (ADR-0042)."""
+runs list's and the review inbox's items are declared by their views, which keep them
+rendered in the rows (ADR-0042)."""
 
 from __future__ import annotations
 
 import json
 from functools import cache
 
-from domain.dream_run import FAILURE_REASONS
 from projections.dialect import Dialect
-
-
-@cache
-def run_summary(dialect: Dialect) -> str:
-    """A row of the runs view as ``DreamRunSummary``."""
-    sql = dialect.json
-    return sql.document((
-        ("scope_id", sql.text("scope_id")),
-        ("run_id", sql.text("run_id")),
-        ("operation", sql.text("operation")),
-        ("status", sql.text("status")),
-        ("outcome", sql.text("outcome")),
-        ("target", sql.raw("target")),
-        ("candidate", sql.present("candidate_id", sql.object((
-            ("candidate_id", sql.text("candidate_id")),
-            ("version", sql.number("candidate_version")))))),
-        ("error", sql.text("error")),
-        ("reason", sql.mapped("error", FAILURE_REASONS, "The run failed (", ").")),
-        ("accepted_at", sql.time("accepted_at")),
-        ("started_at", sql.time("started_at")),
-        ("completed_at", sql.time("completed_at")),
-        ("attempt_count", sql.number("attempt_count")),
-        ("reused", sql.boolean("reused")),
-        ("trigger", sql.text("trigger")),
-    ))
 
 
 @cache

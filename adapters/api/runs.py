@@ -72,12 +72,12 @@ def list_runs(acting: Acting, scope_id: str, status: str | None, operation: str 
 
 def list_runs_body(acting: Acting, scope_id: str, status: str | None, operation: str | None,
                    cursor: str | None, limit: int) -> bytes:
-    """The page ``list_runs`` answers, as the JSON body the store renders (ADR-0041)."""
+    """The page ``list_runs`` answers, as the JSON body of the items the view keeps
+    rendered (ADR-0041, ADR-0042)."""
     acting.app.records.get_scope(acting.who(), scope_id)
     view = acting.view(RUNS)()
-    documents, next_cursor = view.list_documents(
-        rendered_pages.run_summary(view.dialect), scope_id, status=status,
-        operation=operation, cursor=cursor, limit=limit)
+    documents, next_cursor = view.list_documents(scope_id, status=status, operation=operation,
+                                                 cursor=cursor, limit=limit)
     return rendered_pages.page_body("runs", documents, next_cursor)
 
 

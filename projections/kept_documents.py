@@ -1,0 +1,55 @@
+"""Rows that keep their list item rendered (ADR-0042).
+
+A view whose list is read far more often than its rows change keeps, in each row of its main
+table, the row as the list's item: a JSON object the store renders from the row's columns
+(in the terms of :mod:`projections.json_sql`) in the transaction of every event that writes
+the row. A page then reads texts instead of building objects.
+
+The view records a digest of the declaration its documents were rendered by. Opening it
+renders every row again, once, when that digest is not the current declaration's or a row
+has no document (a table made before rows kept theirs gains the column first, as one of the
+view's ``added_columns``); otherwise opening changes nothing.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from hashlib import sha256
+from uuid import UUID
+
+from projections.base import ProjectionView
+from projections.dialect import Column, Columns, ViewCursor
+
+DOCUMENT: Column = ("document", "text", "")  # the row as its list's item (see item_document)
+RENDERED = "_rendered"  # which declaration of the item the documents were rendered by
+RENDERED_COLUMNS: Columns = (("declaration", "key", "PRIMARY KEY"),)
+
+
+class KeptDocuments(ProjectionView, ABC):
+    """A view whose main table keeps each row's item in its ``document`` column."""
+
+    @abstractmethod
+    def item_document(self) -> str:
+        """The SQL rendering a row of the main table as its item, from its columns."""
+
+    def _row_written(self, cursor: ViewCursor, aggregate_id: UUID) -> None:
+        """Render the row's item from its columns as they now are (in the same transaction)."""
+        cursor.execute(self._statement(("render",), lambda: (
+            f"UPDATE {self.table()} SET document = {self.item_document()} "
+            f"WHERE aggregate_id = {self.dialect.param('aggregate_id')}")),
+            {"aggregate_id": str(aggregate_id)})
+
+    def upgrade_statements(self) -> list[str]:
+        """Render every row again when its documents were rendered by another declaration of
+        the item than this one, or by none; then record this one."""
+        rendered = self.table(RENDERED)
+        declaration = f"'{sha256(self.item_document().encode()).hexdigest()}'"
+        current = f"EXISTS (SELECT 1 FROM {rendered} WHERE declaration = {declaration})"
+        return [
+            *super().upgrade_statements(),
+            self._table_ddl(RENDERED, RENDERED_COLUMNS),
+            f"UPDATE {self.table()} SET document = {self.item_document()} "
+            f"WHERE document IS NULL OR NOT {current}",
+            f"DELETE FROM {rendered} WHERE declaration <> {declaration}",
+            f"INSERT INTO {rendered} (declaration) SELECT {declaration} WHERE NOT {current}",
+        ]
