@@ -6,6 +6,7 @@ is the same for both.
 
 from __future__ import annotations
 
+import sqlite3
 from abc import ABC
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresDatastore, PostgresRecorder, PostgresTrackingRecorder
 from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteConnection,
     SQLiteConnectionPool,
     SQLiteDatastore,
@@ -37,17 +39,34 @@ TRACKING_SUFFIX = "_tracking"
 
 
 class SynchronousPool(SQLiteConnectionPool):
-    """Connections that open with ``PRAGMA synchronous`` set to :attr:`level`.
+    """Connections that open with ``PRAGMA synchronous`` set to :attr:`level`, and keep the
+    statements they prepared (``STATEMENT_CACHE``).
+
+    The library opens its connections with ``cached_statements=True``, which Python reads as
+    a cache of one statement: every statement but the last one run on a connection was
+    prepared again, and a command or a batch runs several in turn. These connections are
+    opened here instead, as the library opens them but for the cache.
 
     Inside ``reads_without_waiting`` the pool waits for nothing: a read gets a connection
     that is free now, and a write none (ADR-0040)."""
 
     level: ClassVar[str] = "FULL"
+    STATEMENT_CACHE: ClassVar[int] = 256  # per connection; a view's shapes number dozens
 
     def _create_connection(self) -> SQLiteConnection:
-        connection = super()._create_connection()
-        connection.cursor().execute(f"PRAGMA synchronous={self.level}")
-        return connection
+        try:
+            connection = sqlite3.connect(
+                self.db_name, uri=True, check_same_thread=False, isolation_level=None,
+                cached_statements=self.STATEMENT_CACHE,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT)
+        except (sqlite3.Error, TypeError) as error:
+            raise InterfaceError(error) from error
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            connection.execute("PRAGMA journal_mode=WAL")  # a no-op on a file already in WAL
+            self.is_journal_mode_wal = True
+        connection.row_factory = sqlite3.Row
+        connection.execute(f"PRAGMA synchronous={self.level}")
+        return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
 
     def get_connection(self, timeout: float | None = None, *,
                        is_writer: bool | None = None) -> SQLiteConnection:
