@@ -58,6 +58,11 @@ class JsonSql(ABC):
     def escaped(self, text: str) -> str:
         """``text`` as it may stand in a statement executed with parameters."""
 
+    @abstractmethod
+    def without_parameters(self, statement: str) -> str:
+        """``statement``, written to be executed with parameters, as executed without any
+        (the statements a view runs as it opens)."""
+
     def text(self, column: str) -> str:
         return column
 
@@ -114,6 +119,9 @@ class SQLiteJson(JsonSql):
     def escaped(self, text: str) -> str:
         return text
 
+    def without_parameters(self, statement: str) -> str:
+        return statement
+
 
 class PostgresJson(JsonSql):
     def document(self, fields: Fields) -> str:
@@ -144,3 +152,6 @@ class PostgresJson(JsonSql):
 
     def escaped(self, text: str) -> str:
         return text.replace("%", "%%")
+
+    def without_parameters(self, statement: str) -> str:
+        return statement.replace("%%", "%")

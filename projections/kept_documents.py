@@ -45,10 +45,11 @@ class KeptDocuments(ProjectionView, ABC):
         rendered = self.table(RENDERED)
         declaration = f"'{sha256(self.item_document().encode()).hexdigest()}'"
         current = f"EXISTS (SELECT 1 FROM {rendered} WHERE declaration = {declaration})"
+        document = self.dialect.json.without_parameters(self.item_document())
         return [
             *super().upgrade_statements(),
             self._table_ddl(RENDERED, RENDERED_COLUMNS),
-            f"UPDATE {self.table()} SET document = {self.item_document()} "
+            f"UPDATE {self.table()} SET document = {document} "
             f"WHERE document IS NULL OR NOT {current}",
             f"DELETE FROM {rendered} WHERE declaration <> {declaration}",
             f"INSERT INTO {rendered} (declaration) SELECT {declaration} WHERE NOT {current}",

@@ -346,6 +346,19 @@ def test_a_runs_view_made_before_rows_kept_their_item_renders_them_on_opening(
     assert all(rendered_page == modelled_page for rendered_page, modelled_page in pages)
 
 
+
+def test_a_literal_reads_the_same_with_parameters_or_without(inbox: ReviewInboxView) -> None:
+    """A view renders its kept items as it opens, in statements run without parameters, and
+    as it writes, with them: a literal with a percent sign must read the same in both."""
+    sql = inbox.dialect.json
+    statement = f"SELECT {sql.literal('100% sure')} AS text"
+    with inbox.reading() as cursor:
+        cursor.execute(sql.without_parameters(statement))
+        without = cursor.fetchone()
+    assert inbox._select(statement, {"unused": 1})[0]["text"] == "100% sure"
+    assert without is not None
+    assert without["text"] == "100% sure"
+
 # -- the scope catalogue ------------------------------------------------------------------------
 
 PRINCIPALS = ("ana", "bo", "cy")
