@@ -13,7 +13,6 @@ store spells them in its own SQL:
   it is zero;
 - ``mapped``: a text column through a fixed table, with a fallback template;
 - ``present``: a nested value, ``null`` when a column is ``NULL``;
-- ``seconds_since``: the seconds from a time column to a parameter's (never below zero);
 - ``sorted_texts``: the JSON array text of a key column's values in other rows, sorted.
 """
 
@@ -44,10 +43,6 @@ class JsonSql(ABC):
 
     @abstractmethod
     def time(self, column: str) -> str: ...
-
-    @abstractmethod
-    def seconds_since(self, column: str, now: str) -> str:
-        """``now`` (a parameter, microseconds) less ``column``, in seconds, at least 0."""
 
     @abstractmethod
     def sorted_texts(self, column: str, rows: str) -> str:
@@ -106,11 +101,6 @@ class SQLiteJson(JsonSql):
                 f"CASE WHEN {column} % 1000000 = 0 THEN '' "
                 f"ELSE printf('.%06d', {column} % 1000000) END || 'Z' END")
 
-    def seconds_since(self, column: str, now: str) -> str:
-        # Written out as a decimal: a REAL would be rendered with only 15 significant digits.
-        since = f"max(0, {now} - {column})"
-        return f"json(({since} / 1000000) || printf('.%06d', {since} % 1000000))"
-
     def sorted_texts(self, column: str, rows: str) -> str:
         # Text compares by its UTF-8 bytes (code point order); the aggregate keeps row order.
         return (f"(SELECT json_group_array({column}) "
@@ -142,9 +132,6 @@ class PostgresJson(JsonSql):
                 f"to_char(to_timestamp({column} / 1000000) AT TIME ZONE 'UTC', "
                 f"'YYYY-MM-DD\"T\"HH24:MI:SS') || CASE WHEN {fraction} = 0 THEN '' "
                 f"ELSE '.' || lpad({fraction}::text, 6, '0') END || 'Z' END")
-
-    def seconds_since(self, column: str, now: str) -> str:
-        return f"greatest(0.0, ({now} - {column})::double precision / 1000000.0)"
 
     def sorted_texts(self, column: str, rows: str) -> str:
         return (f"(SELECT coalesce(json_agg({column} ORDER BY {column} COLLATE \"C\"), "

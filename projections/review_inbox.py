@@ -280,7 +280,6 @@ class ReviewInboxView(KeptDocuments, ABC):
     def _change(self, aggregate_id: UUID, tracking: Tracking, **columns: object) -> None:
         self._update_row(aggregate_id, tracking, "candidate", **columns)
 
-
     # -- queries --------------------------------------------------------------------------------
 
     def list_candidates(self, scope_id: str, *, status: str | None = CandidateStatus.PENDING,
@@ -301,7 +300,7 @@ class ReviewInboxView(KeptDocuments, ABC):
                        ) -> tuple[list[str], str | None]:
         """The page ``list_candidates`` gives, each candidate as the JSON text of the inbox's
         item as of ``now`` (microseconds): its stored document, completed."""
-        statement, params = self._page(f"{self._listed_select()}", scope_id, status, family,
+        statement, params = self._page(self._listed_select(), scope_id, status, family,
                                        cursor, limit)
         return documents_page(self._select(statement, params), limit,
                               lambda row: CURSORS.encode(row["candidate_id"]),

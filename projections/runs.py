@@ -37,6 +37,7 @@ from projections.dialect import (
     AGGREGATE_ID,
     POSITION,
     SCOPE_ID,
+    Column,
     Columns,
     Dialect,
     Row,
@@ -62,6 +63,8 @@ MAX_STAMP = 2**63 - 1  # a PostgreSQL bigint
 _CURSOR_MAX_CHARS = cursor_max_chars(len(str(MAX_STAMP)) + 1 + RUN_ID_MAX * 4)
 _STAMP = re.compile(r"[0-9]{1,19}")
 
+# Runs admitted before triggers existed were all requested.
+TRIGGER_COLUMN: Column = ("trigger", "text", f"NOT NULL DEFAULT '{RunTrigger.REQUEST.value}'")
 COLUMNS: Columns = (
     AGGREGATE_ID,
     SCOPE_ID,
@@ -82,17 +85,13 @@ COLUMNS: Columns = (
     ("principal_key", "text", "NOT NULL"),
     POSITION,
     ("lease_expires_at", "int", ""),
-    # Runs admitted before triggers existed were all requested.
-    ("trigger", "text", f"NOT NULL DEFAULT '{RunTrigger.REQUEST.value}'"),
+    TRIGGER_COLUMN,
     DOCUMENT,  # the row as the runs list shows it (see item_document)
 )
-TRIGGER_COLUMN = COLUMNS[-2]
 SUMMARY_COLUMNS = column_names(COLUMNS, excluding=("aggregate_id", "lease_expires_at",
                                                    "document"))
 KEYSET = "accepted_at DESC, run_id DESC"
 REQUESTS_FIRST = f"CASE WHEN trigger = '{RunTrigger.AUTOMATIC}' THEN 1 ELSE 0 END"
-
-
 
 
 @cache

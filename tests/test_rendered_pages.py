@@ -7,6 +7,10 @@ fraction of a second), the runs page the store renders parses to exactly what
 any review inbox and ``CandidatePage``, ages as of the request's time included; and for any
 scope catalogue and ``ScopePage``, as any principal sees it, its own roles in each scope
 included.
+
+The runs and inbox rows keep their items rendered (ADR-0042): a table an earlier release made
+gains them as the view opens, items rendered by another declaration are rendered again, and
+items rendered by this one are left as they are.
 """
 
 from __future__ import annotations
@@ -344,7 +348,6 @@ def test_a_runs_view_made_before_rows_kept_their_item_renders_them_on_opening(
                                                 modelled(view, "s", cursor, 2))))
     assert [run["run_id"] for _, page in pages for run in page["runs"]] == ["r2", "r1", "r0"]
     assert all(rendered_page == modelled_page for rendered_page, modelled_page in pages)
-
 
 
 def test_a_literal_reads_the_same_with_parameters_or_without(inbox: ReviewInboxView) -> None:
