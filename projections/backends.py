@@ -150,6 +150,7 @@ class SQLiteProjectionView(SQLiteTrackingRecorder, ProjectionView, ABC):
                     c.execute(f"ALTER TABLE {self.table()} ADD COLUMN "
                               f"{self.dialect.column_definitions((column,))}")
         super()._create_table(c)
+        self._upgrade(c)
 
     def insert_tracking(self, tracking: Tracking) -> None:
         if not self._tracked_in_batch(tracking):
@@ -198,6 +199,10 @@ class PostgresProjectionView(RenderedStatements, SerialisedSchema, PostgresTrack
         self.table_prefix = self.tracking_table_name.removesuffix(TRACKING_SUFFIX)
         for statement in self.all_statements():
             self.sql_create_statements.append(SQL(statement).format())
+
+    def _create_table(self, curs: Any) -> None:
+        super()._create_table(curs)  # under the schema lock, which the upgrade runs under too
+        self._upgrade(curs)
 
     def column_additions(self) -> list[str]:
         return [f"ALTER TABLE {self.table()} ADD COLUMN IF NOT EXISTS "

@@ -85,9 +85,8 @@ class ProjectionView(TrackingRecorder, ABC):
     added_columns: ClassVar[Columns] = ()
 
     def all_statements(self) -> list[str]:
-        """The view's own tables, the columns added since, what brings their rows up to date,
-        then its dead-letter table."""
-        return [*self.view_statements(), *self.column_additions(), *self.upgrade_statements(),
+        """The view's own tables, the columns added since, then its dead-letter table."""
+        return [*self.view_statements(), *self.column_additions(),
                 self._table_ddl(DEAD_LETTERS, DEAD_LETTER_COLUMNS)]
 
     def column_additions(self) -> list[str]:
@@ -95,10 +94,26 @@ class ProjectionView(TrackingRecorder, ABC):
         ``IF NOT EXISTS``: the backend adds them before any statement runs)."""
         return []
 
+    def upgrade_due(self) -> str | None:
+        """A query answering a row when the rows need :meth:`upgrade_statements` (``None``:
+        never). Asked as the view opens, once its tables exist: an opening that finds the rows
+        current writes nothing, so it takes no write lock."""
+        return None
+
     def upgrade_statements(self) -> list[str]:
-        """Statements run at every opening once the tables and columns exist; they must change
-        nothing when the rows are current."""
+        """Statements bringing the rows up to date, run when :meth:`upgrade_due` says so."""
         return []
+
+    def _upgrade(self, cursor: Any) -> None:
+        """Run the upgrade statements in the opening's transaction, if they are due."""
+        due = self.upgrade_due()
+        if due is None:
+            return
+        cursor.execute(due)
+        if cursor.fetchone() is None:
+            return
+        for statement in self.upgrade_statements():
+            cursor.execute(statement)
 
     def _table_ddl(self, suffix: str, columns: Columns, *constraints: str) -> str:
         """``CREATE TABLE IF NOT EXISTS`` for ``table(suffix)``: the columns, then any table

@@ -8,7 +8,7 @@ the row. A page then reads texts instead of building objects.
 The view records a digest of the declaration its documents were rendered by. Opening it
 renders every row again, once, when that digest is not the current declaration's or a row
 has no document (a table made before rows kept theirs gains the column first, as one of the
-view's ``added_columns``); otherwise opening changes nothing.
+view's ``added_columns``); otherwise opening only reads, and writes nothing.
 """
 
 from __future__ import annotations
@@ -39,18 +39,29 @@ class KeptDocuments(ProjectionView, ABC):
             f"WHERE aggregate_id = {self.dialect.param('aggregate_id')}")),
             {"aggregate_id": str(aggregate_id)})
 
+    def all_statements(self) -> list[str]:
+        return [*super().all_statements(), self._table_ddl(RENDERED, RENDERED_COLUMNS)]
+
+    def upgrade_due(self) -> str:
+        """A row when a document is missing or was rendered by another declaration."""
+        return (f"SELECT 1 WHERE NOT {self._current()} "
+                f"OR EXISTS (SELECT 1 FROM {self.table()} WHERE document IS NULL)")
+
     def upgrade_statements(self) -> list[str]:
-        """Render every row again when its documents were rendered by another declaration of
-        the item than this one, or by none; then record this one."""
+        """Render every row again, then record this declaration as the documents'."""
         rendered = self.table(RENDERED)
-        declaration = f"'{sha256(self.item_document().encode()).hexdigest()}'"
-        current = f"EXISTS (SELECT 1 FROM {rendered} WHERE declaration = {declaration})"
         document = self.dialect.json.without_parameters(self.item_document())
         return [
             *super().upgrade_statements(),
-            self._table_ddl(RENDERED, RENDERED_COLUMNS),
-            f"UPDATE {self.table()} SET document = {document} "
-            f"WHERE document IS NULL OR NOT {current}",
-            f"DELETE FROM {rendered} WHERE declaration <> {declaration}",
-            f"INSERT INTO {rendered} (declaration) SELECT {declaration} WHERE NOT {current}",
+            f"UPDATE {self.table()} SET document = {document}",
+            f"DELETE FROM {rendered}",
+            f"INSERT INTO {rendered} (declaration) VALUES ({self._declaration()})",
         ]
+
+    def _declaration(self) -> str:
+        """The digest of this declaration of the item, as an SQL literal."""
+        return f"'{sha256(self.item_document().encode()).hexdigest()}'"
+
+    def _current(self) -> str:
+        return (f"EXISTS (SELECT 1 FROM {self.table(RENDERED)} "
+                f"WHERE declaration = {self._declaration()})")

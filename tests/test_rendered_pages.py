@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -349,6 +350,22 @@ def test_a_runs_view_made_before_rows_kept_their_item_renders_them_on_opening(
     assert [run["run_id"] for _, page in pages for run in page["runs"]] == ["r2", "r1", "r0"]
     assert all(rendered_page == modelled_page for rendered_page, modelled_page in pages)
 
+
+
+def test_opening_a_current_view_writes_nothing(settings: Settings) -> None:
+    """Another process holding the view file's write lock (a host applying a batch) does not
+    hold up a process opening the view: with its documents current, opening only reads."""
+    if settings.database_url is not None:
+        pytest.skip("PostgreSQL writes nothing for an update that matches no row")
+    store_candidates(settings)
+    path = settings.data_dir / "views" / "review_inbox.sqlite3"
+    with closing(sqlite3.connect(path, isolation_level=None)) as writer:
+        writer.execute("BEGIN IMMEDIATE")  # the write lock, held
+        started = time.monotonic()
+        with closing(open_view(REVIEW_INBOX, settings)) as view:
+            assert view.count("s", status=None) == len(STORED)
+        assert time.monotonic() - started < 1.0
+        writer.execute("ROLLBACK")
 
 def test_a_literal_reads_the_same_with_parameters_or_without(inbox: ReviewInboxView) -> None:
     """A view renders its kept items as it opens, in statements run without parameters, and
