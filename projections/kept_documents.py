@@ -6,9 +6,9 @@ table, the row as the list's item: a JSON object the store renders from the row'
 the row. A page then reads texts instead of building objects.
 
 The view records a digest of the declaration its documents were rendered by. Opening it
-renders every row again, once, when that digest is not the current declaration's or a row
-has no document (a table made before rows kept theirs gains the column first, as one of the
-view's ``added_columns``); otherwise opening only reads, and writes nothing.
+renders every row again, once, when that digest is not the current declaration's, or is
+missing (a table made before rows kept theirs, which gains the column first, as one of the
+view's ``added_columns``); otherwise opening reads one row, and writes nothing.
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ class KeptDocuments(ProjectionView, ABC):
         return [*super().all_statements(), self._table_ddl(RENDERED, RENDERED_COLUMNS)]
 
     def upgrade_due(self) -> str:
-        """A row when a document is missing or was rendered by another declaration."""
-        return (f"SELECT 1 WHERE NOT {self._current()} "
-                f"OR EXISTS (SELECT 1 FROM {self.table()} WHERE document IS NULL)")
+        """A row when the documents were rendered by another declaration, or by none: a table
+        made before rows kept their item has no digest either, and every row written since
+        has its document, so no scan of the rows is needed."""
+        return f"SELECT 1 WHERE NOT {self._current()}"
 
     def upgrade_statements(self) -> list[str]:
         """Render every row again, then record this declaration as the documents'."""
