@@ -154,6 +154,7 @@ def bulk_write(view: RunsView, runs: Sequence[SyntheticRun], position: int) -> i
                  f"VALUES ({', '.join(view.dialect.param(name) for name in names)})")
     with view.tracked(Tracking(APPLICATION, position - 1)) as cursor:
         cast(BulkCursor, cursor).executemany(statement, rows)
+        view.render_items(cursor, (run.new.aggregate_id for run in runs))
     return position
 
 

@@ -14,6 +14,7 @@ view's ``added_columns``); otherwise opening reads one row, and writes nothing.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from hashlib import sha256
 from uuid import UUID
 
@@ -38,6 +39,12 @@ class KeptDocuments(ProjectionView, ABC):
             f"UPDATE {self.table()} SET document = {self.item_document()} "
             f"WHERE aggregate_id = {self.dialect.param('aggregate_id')}")),
             {"aggregate_id": str(aggregate_id)})
+
+    def render_items(self, cursor: ViewCursor, aggregate_ids: Iterable[UUID]) -> None:
+        """Render the items of rows written by other means than the view's events (a bulk
+        load); opening the view does not look for rows without their item."""
+        for aggregate_id in aggregate_ids:
+            self._row_written(cursor, aggregate_id)
 
     def all_statements(self) -> list[str]:
         return [*super().all_statements(), self._table_ddl(RENDERED, RENDERED_COLUMNS)]
