@@ -19,6 +19,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, AggregateEvent
 
 from application.access import ScopeGate
+from application.audit_keys import AUDITABLE
 from application.credentials import Who
 from application.dream_runs import DreamRuns
 from application.records import Records
@@ -43,13 +44,6 @@ from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef, 
 from domain.source import Source
 
 # Aggregate kinds an auditor can name, with how their key is written in a path.
-AUDITABLE = {
-    "scope": "the scope id",
-    "source": "<source_type>/<source_id>",
-    "artifact": "<family>/<artifact_id>",
-    "candidate": "<candidate_id>",
-    "dream_run": "<run_id>",
-}
 _BASE_ATTRIBUTES = {"_id": "id", "_version": "version", "_created_on": "created_on",
                     "_modified_on": "modified_on"}
 

@@ -10,6 +10,7 @@ from projections.base import ProjectionSpec
 from projections.event_feed import EVENT_FEED
 from projections.knowledge import KNOWLEDGE
 from projections.provenance import PROVENANCE
+from projections.read_model_names import READ_MODEL_NAMES
 from projections.review_inbox import REVIEW_INBOX
 from projections.runs import RUNS
 from projections.scopes import SCOPES
@@ -17,6 +18,8 @@ from projections.scopes import SCOPES
 READ_MODELS: tuple[ProjectionSpec[Any], ...] = (RUNS, REVIEW_INBOX, KNOWLEDGE, PROVENANCE,
                                                  ANALYTICS, AUTO_RECORDS, EVENT_FEED,
                                                  SCOPES)
+if tuple(spec.name for spec in READ_MODELS) != READ_MODEL_NAMES:
+    raise RuntimeError("projections.read_model_names must list READ_MODELS' names in order")
 
 
 def read_model(name: str) -> ProjectionSpec[Any]:

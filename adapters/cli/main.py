@@ -6,7 +6,6 @@ import argparse
 import errno
 import json
 import sys
-from importlib.metadata import version
 from typing import Any
 
 from adapters.cli import (
@@ -40,10 +39,25 @@ HINTS = {
 """What to do about an error, shown beside it as ``details.hint``."""
 
 
+class _Version(argparse.Action):
+    """argparse's ``version`` action, with the version looked up only when asked for: reading
+    the installed package's metadata costs every other command's start."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from importlib.metadata import version  # noqa: PLC0415
+
+        print(f"dream {version('artifact-dreaming')}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dream", description=DESCRIPTION)
-    parser.add_argument("--version", action="version",
-                        version=f"dream {version('artifact-dreaming')}")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True)
     # The order here is the order `dream --help` lists the commands in.
     for group in (service_commands, admin_commands, record_commands, run_commands,

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.cli.options import Commands, add_store_options, settings_from
-from adapters.settings import Settings
 
 if TYPE_CHECKING:
     from mcp_types import Tool
+
+    from adapters.settings import Settings
 
 DESCRIPTION = """Serve MCP (Model Context Protocol) to one local agent over stdio: the agent
 starts this command and speaks JSON-RPC on its stdin/stdout. It offers the REST API's commands

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.settings import Settings
 from domain.errors import InvalidRequestError
 
 if TYPE_CHECKING:
+    from adapters.settings import Settings
     from dream_client import DreamClient
 
 Commands = Any  # argparse's private _SubParsersAction
@@ -22,6 +22,7 @@ CURSOR_HELP = "continue after a page (the `more: --cursor` value a list printed)
 
 def settings_from(args: argparse.Namespace) -> Settings:
     """The ``DREAM_*`` settings, with the store the command's options name instead."""
+    from adapters.settings import Settings  # noqa: PLC0415 - `--help` and usage errors need none
     overrides: dict[str, Any] = {}
     if getattr(args, "data_dir", None):
         overrides["data_dir"] = Path(args.data_dir)

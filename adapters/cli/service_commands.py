@@ -24,9 +24,9 @@ from adapters.http.processes import RESTART_CAP_SECONDS, Supervisor, bind_listen
 from adapters.observability.logs import configure_logging
 from adapters.observability.sharing import share_metrics
 from adapters.observability.tracing import configure_tracing
-from adapters.settings import Settings
 
 if TYPE_CHECKING:
+    from adapters.settings import Settings
     from application.bootstrap import Dreaming
 
 MAX_PROCESSES = 64

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from adapters.settings import Settings
+if TYPE_CHECKING:
+    from adapters.settings import Settings
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 

@@ -66,7 +66,7 @@ class AuditClient(SubClient):
     def history(self, scope_id: str, aggregate: str, key: str, *,
                 as_of_version: int | None = None) -> AuditView:
         """An aggregate's events (who acted, when, what); with ``as_of_version``, those up to
-        it and the state right after it. ``key``: see :data:`application.audit.AUDITABLE`."""
+        it and the state right after it. ``key``: see :data:`application.audit_keys.AUDITABLE`."""
         path = api_path("scopes", scope_id, "audit", aggregate) + "/" + path_segment(
             key, keep_slashes=True)
         return self._api.call(AuditView, "GET", with_query(path, as_of_version=as_of_version))
