@@ -64,7 +64,7 @@ def test_a_command_against_the_api_loads_no_store_or_server() -> None:
 
 
 def test_the_names_the_parser_offers_are_those_of_the_code_behind_them() -> None:
-    assert READ_MODEL_NAMES == tuple(spec.name for spec in READ_MODELS)
+    assert tuple(spec.name for spec in READ_MODELS) == READ_MODEL_NAMES
     actions = {action.dest: action for parser in _parsers(build_parser())
                for action in parser._actions}
     assert tuple(actions["projection"].choices) == READ_MODEL_NAMES
