@@ -29,6 +29,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import EnvType
 
 from application.held_aggregates import HeldAggregates
+from application.noted_head import wrote
 from application.ports import Keyring, ReadSetChangedError, ReadSetRecorder
 from application.transcodings import register_reference_transcodings
 from domain.artifact import Artifact
@@ -304,6 +305,7 @@ class EventStore(Application[UUID]):
         an event handler; ``None`` is the service itself, a worker finishing a run, say).
         ``erase_keys``: data keys destroyed in the same transaction (an erasure's).
         """
+        wrote()  # a read model read later in this call must include these events
         stamp_acted_by(changed, acted_by)
         changed_ids = {aggregate.id for aggregate in changed}
         read_set = {a.id: a.version for a in read if a.id not in changed_ids}

@@ -12,6 +12,7 @@ from adapters.store.projection_runtime import RunningProjection
 from adapters.workers.pool import WorkerPool
 from application.bootstrap import Dreaming
 from application.credentials import Who
+from application.noted_head import noted_head
 from application.store import Written
 from domain.errors import InvalidRequestError, UnauthorizedError
 from domain.policy import LOCAL, Caller
@@ -118,8 +119,11 @@ class Recorded(Generic[M]):
 def caught_up(app: Dreaming, projection: RunningProjection[TView], after: int | None,
               wait_seconds: float) -> TView:
     """The view of a running read model once it holds every event recorded before this call
-    (and ``after``), waiting at most ``wait_seconds``."""
-    head = app.store.max_position()
+    (and ``after``), waiting at most ``wait_seconds``. The head is the one a read of this
+    call noted (ADR-0044), unless none did or ``after`` lies beyond it."""
+    head = noted_head()
+    if head is None or (after is not None and after > head):
+        head = app.store.max_position()
     if after is not None and not 0 <= after <= head:
         raise InvalidRequestError("after must be a position this server has recorded",
                                   field="after", head=head)

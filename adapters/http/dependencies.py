@@ -20,6 +20,7 @@ from adapters.store.projection_runtime import RunningProjection
 from adapters.store.recorders import ReadSetSQLiteApplicationRecorder
 from application.bootstrap import Dreaming
 from application.credentials import Who
+from application.noted_head import note_heads
 from domain.policy import Caller
 from projections.base import ProjectionSpec, ProjectionView
 from projections.without_waiting import WouldWaitError, reads_without_waiting
@@ -123,6 +124,7 @@ def reading(spec: ProjectionSpec[Any]) -> Any:
 
     async def hurry_the_view(request: Request) -> None:
         request.app.state.read_models[spec.name].hurry()
+        note_heads()  # the call's first read tells the head its view read waits for
 
     return Depends(hurry_the_view)
 

@@ -22,6 +22,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from application.noted_head import wrote
 from application.run_queues import Admitting
 from application.store import EventStore, stamp_acted_by
 from domain.dream_queue import DreamQueue
@@ -45,6 +46,7 @@ class GroupedAdmissions:
     def admit(self, scope_id: str, admitting: Admitting) -> tuple[Aggregate, int | None]:
         """Wait for the scope's turn; unless another holder committed this admission
         meanwhile, commit it with every other one waiting. The run and its position."""
+        wrote()  # whichever thread commits it, this call's later reads must include it
         with self._guard:
             self._waiting.setdefault(scope_id, []).append(admitting)
         with self.queues.turns.of(scope_id):

@@ -41,13 +41,14 @@ from eventsourcing.sqlite import (
     SQLiteDatastore,
 )
 from eventsourcing.utils import Environment, EnvType
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composable, Identifier
 
 from adapters.observability.store_metrics import counted_commit
 from adapters.store.file_turns import FileTurns
 from adapters.store.pool_tuning import tune_pool
 from adapters.store.schema_creation import created_at_once
 from adapters.store.sealing import KEYS_TABLE, DataKeys
+from application.noted_head import note_head, noting
 from application.ports import EventsOfMany, ReadSetChangedError
 from projections.backends import SerialisedSchema, SynchronousPool
 from projections.rendered_sql import RenderedNotifications, RenderedStatements, rendered
@@ -320,22 +321,31 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
     def select_events_and_position(self, originator_id: UUID, lte: int | None = None
                                    ) -> tuple[list[StoredEvent], int | None]:
         params: list[Any] = [originator_id] if lte is None else [originator_id, lte]
-        statement = self._statements["events" if lte is None else "events_through"]
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, params, prepare=True)
-            rows = curs.fetchall()
+        name = "events" if lte is None else "events_through"
+        rows = self._select_noting_head(name, params)
         return _with_position(originator_id, [
             (r["originator_version"], r["topic"], bytes(r["state"]), r["notification_id"])
             for r in rows])
 
     def select_events_of_many(self, originator_ids: Sequence[UUID]) -> EventsOfMany:
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self._statements["events_of_many"], (list(originator_ids),),
-                         prepare=True)
-            rows = curs.fetchall()
+        rows = self._select_noting_head("events_of_many", [list(originator_ids)])
         return _grouped(originator_ids, [
             (r["originator_id"], r["originator_version"], r["topic"], bytes(r["state"]),
              r["notification_id"]) for r in rows])
+
+    def _select_noting_head(self, name: str, params: list[Any]) -> list[Any]:
+        """The rows of statement ``name``; when the call notes the store's head (ADR-0044),
+        read in the same statement, so a read model read after it asks no round trip more."""
+        noted = noting()
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._statements[name + "_noting_head" if noted else name], params,
+                         prepare=True)
+            rows: list[Any] = curs.fetchall()
+        if not noted:
+            return rows
+        if rows and rows[0]["head"] is not None:
+            note_head(int(rows[0]["head"]))
+        return [row for row in rows if row["notification_id"] is not None]
 
     def insert_events(self, stored_events: Sequence[StoredEvent], *,
                       read_set: ReadSet | None = None, erase_keys: Sequence[UUID] = (),
@@ -391,21 +401,30 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
         """This recorder's own statements, rendered once (see ``RenderedStatements``)."""
         table = SQL("{0}.{1}").format(Identifier(self.datastore.schema),
                                       Identifier(self.events_table_name))
-        events = SQL("SELECT originator_version, topic, state, notification_id FROM {0} "
-                     "WHERE originator_id = %s").format(table)
-        order = SQL(" ORDER BY originator_version")
+        of_one, of_many = SQL("originator_id = %s"), SQL("originator_id = ANY(%s)")
+        through = SQL(" AND originator_version <= %s")
         return {name: rendered(statement) for name, statement in {
             "position": SQL("SELECT notification_id FROM {0} "
                             "WHERE originator_id = %s AND originator_version = %s").format(table),
-            "events": events + order,
-            "events_through": events + SQL(" AND originator_version <= %s") + order,
-            "events_of_many": SQL(
-                "SELECT originator_id, originator_version, topic, state, notification_id "
-                "FROM {0} WHERE originator_id = ANY(%s) "
-                "ORDER BY originator_id, originator_version").format(table),
+            **_reads_of_events(table, "events", of_one),
+            **_reads_of_events(table, "events_through", of_one + through),
+            **_reads_of_events(table, "events_of_many", of_many),
             "versions": SQL("SELECT originator_id, MAX(originator_version) AS version FROM {0} "
                             "WHERE originator_id = ANY(%s) GROUP BY originator_id").format(table),
         }.items()}
+
+
+def _reads_of_events(table: Composable, name: str, where: Composable) -> dict[str, Composable]:
+    """A read of aggregates' events in store order, and the same read with the store's head
+    (``MAX(notification_id)``) on every row, kept when no event matches (ADR-0044)."""
+    columns = SQL("originator_id, originator_version, topic, state, notification_id")
+    order = SQL(" ORDER BY originator_id, originator_version")
+    return {
+        name: SQL("SELECT {0} FROM {1} WHERE {2}").format(columns, table, where) + order,
+        name + "_noting_head": SQL(
+            "SELECT {0}, head FROM (SELECT MAX(notification_id) AS head FROM {1}) AS store "
+            "LEFT JOIN {1} ON {2}").format(columns, table, where) + order,
+    }
 
 
 class DreamPostgresFactory(PostgresFactory):
