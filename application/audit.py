@@ -43,7 +43,6 @@ from domain.ids import (
 from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef, check_family
 from domain.source import Source
 
-# Aggregate kinds an auditor can name, with how their key is written in a path.
 _BASE_ATTRIBUTES = {"_id": "id", "_version": "version", "_created_on": "created_on",
                     "_modified_on": "modified_on"}
 

@@ -1,4 +1,4 @@
-"""What the audit can show the history of, and how each kind's key is written.
+"""The aggregate kinds an auditor can name, and how each kind's key is written in a path.
 
 Apart from :mod:`application.audit` so the command line can name them in its help without
 loading the audit (and the write model behind it) at every start.
