@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.store import grouped_admissions
+from application import noted_head
 from application.bootstrap import Dreaming
 from application.run_queues import Admitting
 from domain.dream_queue import DreamQueue
@@ -116,6 +117,28 @@ def test_admissions_waiting_for_the_turn_are_committed_together(
     stamps = [event.acted_by for event in app.store.history(DreamQueue.create_id("s"))]
     assert stamps[0] == "svc-0"  # opened the queue
     assert sorted(stamps[1:]) == sorted(f"svc-{n}" for n in range(WAITING + 1))  # admitted
+
+
+def test_a_call_whose_run_another_thread_commits_no_longer_takes_the_head_it_noted(
+        app: Dreaming, held_commit: HeldCommit, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call that wrote reads its writes (ADR-0044): a head it noted before admitting no
+    longer serves its reads, though the thread holding the scope's turn did the commit."""
+    noted_after: dict[str, int | None] = {}
+    request_dream = app.runs.request_dream
+
+    def noting_call(who: Caller, scope_id: str, dream_request: Any) -> Any:
+        noted_head.note_heads()  # each thread runs in a context of its own
+        noted_head.note_head(app.store.max_position())  # as the call's first read would
+        try:
+            return request_dream(who, scope_id, dream_request)
+        finally:
+            noted_after[dream_request.idempotency_key] = noted_head.noted_head()
+
+    monkeypatch.setattr(app.runs, "request_dream", noting_call)
+    keys = [f"k{n}" for n in range(WAITING + 1)]
+    admit_behind_the_first(app, held_commit, keys)
+    assert held_commit.commits == [1, WAITING]  # one thread committed the others' runs
+    assert noted_after == dict.fromkeys(keys)
 
 
 def test_capacity_stays_exact_within_a_batch(app: Dreaming, held_commit: HeldCommit) -> None:
