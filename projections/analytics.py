@@ -24,7 +24,7 @@ from domain.dream_run import DreamRun, RunStatus
 from projections.analytics_queries import AnalyticsQueries
 from projections.analytics_tables import CANDIDATE_COUNTERS, DREAM, MANUAL, PROPOSAL_COLUMNS
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec
+from projections.base import ProjectionSpec, changes_no_row
 from projections.batch_sums import Key, Shape, SummedCounters
 from projections.dialect import Row, ViewCursor, column_names
 from projections.memo import memo_of
@@ -247,6 +247,7 @@ class AnalyticsProjection(Projection[AnalyticsView]):
     name = "analytics"
 
     @singledispatchmethod
+    @changes_no_row
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """Events that change no counter (other aggregates, attempts, manifests, conflicts)."""
         self.view.insert_tracking(tracking)

@@ -35,7 +35,7 @@ from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef
 from domain.scope import Scope
 from domain.source import Eligibility, Source
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, ProjectionView
+from projections.base import ProjectionSpec, ProjectionView, changes_no_row
 from projections.dialect import POSITION, SCOPE_ID, Columns, Row, ViewCursor, row_values
 from projections.times import from_micros, to_micros
 
@@ -377,6 +377,7 @@ class AutoRecordsProjection(Projection[AutoRecordsView]):
     name = "auto_records"
 
     @singledispatchmethod
+    @changes_no_row
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.insert_tracking(tracking)
 

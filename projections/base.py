@@ -437,7 +437,7 @@ class ProjectionSpec(Generic[TView]):
         """The projection as runners use it: a poison event becomes a dead letter."""
         return cast(type[Projection[TView]],
                     type(self.projection.__name__, (_DeadLettering, self.projection),
-                         {"name": self.name, "_handlers": {}}))
+                         {"name": self.name, "_handlers": {}, "_ignored": {}}))
 
     def view_class(self, *, postgres: bool) -> type[TView]:
         return self.postgres_view if postgres else self.sqlite_view
@@ -452,6 +452,17 @@ class ProjectionSpec(Generic[TView]):
         return replace(self, projection=cast(type[Projection[TView]], subclass))
 
 
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def changes_no_row(handler: F) -> F:
+    """Marks a projection's default ``process_event`` (a ``singledispatchmethod``'s): it only
+    records the event's position. A live runner may then leave a batch of events that reach
+    no other handler unapplied and record its position later (ADR-0045)."""
+    handler.changes_no_row = True  # type: ignore[attr-defined]
+    return handler
+
+
 class _DeadLettering(Projection[Any]):
     """Applies events as the projection does; an event its own code fails on is recorded as a
     dead letter (and logged) instead of stopping every read model behind it.
@@ -460,6 +471,7 @@ class _DeadLettering(Projection[Any]):
     """
 
     _handlers: dict[type, Callable[..., None]]  # per runnable class: see ProjectionSpec
+    _ignored: dict[type, bool]  # likewise: whether events of a type change no row
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         try:  # mixed in ahead of a concrete projection, whose handler of the event this calls
@@ -473,6 +485,19 @@ class _DeadLettering(Projection[Any]):
             logger.exception("projection %r: event at position %s is a dead letter", self.name,
                              tracking.notification_id)
             self.view.record_dead_letter(tracking, DeadLetter.of(domain_event, tracking, error))
+
+    def changes_nothing(self, events: Iterable[tuple[Any, Tracking]]) -> bool:
+        """Whether every one of ``events`` reaches only a default handler marked
+        :func:`changes_no_row`: applying them would only record their positions."""
+        for domain_event, _ in events:
+            ignored = self._ignored.get(type(domain_event))
+            if ignored is None:
+                handler = self._handler(type(domain_event))
+                ignored = self._ignored[type(domain_event)] = getattr(
+                    handler, "changes_no_row", False)
+            if not ignored:
+                return False
+        return True
 
     def _handler(self, event_type: type) -> Callable[..., None]:
         """The concrete projection's function for events of ``event_type``, looked up once:
@@ -489,6 +514,12 @@ class _DeadLettering(Projection[Any]):
                 return cast(Callable[..., None], method)
         msg = f"{type(self).__name__} has no process_event"
         raise TypeError(msg)
+
+
+def changes_nothing(projection: Projection[Any], events: Iterable[tuple[Any, Tracking]]) -> bool:
+    """Whether applying ``events`` would only record their positions (a runnable projection,
+    see :meth:`ProjectionSpec.runnable`; any other is assumed to change rows)."""
+    return isinstance(projection, _DeadLettering) and projection.changes_nothing(events)
 
 
 def _check_name(name: str) -> None:

@@ -33,7 +33,7 @@ from domain.canonical import canonical_json
 from domain.errors import InvalidRequestError
 from domain.refs import ArtifactFamily, Lineage
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, ProjectionView
+from projections.base import ProjectionSpec, ProjectionView, changes_no_row
 from projections.checks import check_optional_choice
 from projections.dialect import (
     AGGREGATE_ID,
@@ -419,6 +419,7 @@ class KnowledgeProjection(Projection[KnowledgeView]):
     name = "knowledge"
 
     @singledispatchmethod
+    @changes_no_row
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """Events that do not change knowledge (other aggregates, Memory entries)."""
         self.view.insert_tracking(tracking)

@@ -37,7 +37,7 @@ from domain.refs import (
     SourceRef,
 )
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, ProjectionView
+from projections.base import ProjectionSpec, ProjectionView, changes_no_row
 from projections.dialect import (
     AGGREGATE_ID,
     POSITION,
@@ -322,6 +322,7 @@ class ProvenanceProjection(Projection[ProvenanceView]):
     name = "provenance"
 
     @singledispatchmethod
+    @changes_no_row
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """Events that add no edge (Sources, runs, entry status changes, decisions...)."""
         self.view.insert_tracking(tracking)

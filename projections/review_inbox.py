@@ -36,7 +36,7 @@ from domain.erasure import Erasure
 from domain.refs import ArtifactRef
 from domain.text import check_recorded_identifier
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec
+from projections.base import ProjectionSpec, changes_no_row
 from projections.checks import check_optional_choice
 from projections.dialect import (
     AGGREGATE_ID,
@@ -376,6 +376,7 @@ class ReviewInboxProjection(Projection[ReviewInboxView]):
     name = "review_inbox"
 
     @singledispatchmethod
+    @changes_no_row
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """Events that do not change a candidate row (other aggregates)."""
         self.view.insert_tracking(tracking)

@@ -32,7 +32,7 @@ from domain.canonical import canonical_json
 from domain.dream_run import FAILURE_REASONS, TERMINAL, DreamRun, RunStatus, RunTrigger
 from domain.text import has_control_characters
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec
+from projections.base import ProjectionSpec, changes_no_row
 from projections.dialect import (
     AGGREGATE_ID,
     POSITION,
@@ -375,6 +375,7 @@ class RunsProjection(Projection[RunsView]):
     name = "runs"
 
     @singledispatchmethod
+    @changes_no_row
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """Events that do not change a run row (other aggregates, manifest, usage)."""
         self.view.insert_tracking(tracking)

@@ -23,7 +23,7 @@ from domain.canonical import canonical_json
 from domain.scope import Scope
 from domain.text import check_scope_id
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, ProjectionView
+from projections.base import ProjectionSpec, ProjectionView, changes_no_row
 from projections.dialect import AGGREGATE_ID, POSITION, Columns, Row, column_names, stored_text
 from projections.paging import KeyCursors, check_limit, documents_page, keyset_page
 from projections.times import from_micros, to_micros
@@ -205,6 +205,7 @@ class ScopesProjection(Projection[ScopesView]):
     name = "scopes"
 
     @singledispatchmethod
+    @changes_no_row
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.insert_tracking(tracking)
 

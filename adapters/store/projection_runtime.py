@@ -32,14 +32,15 @@ from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from eventsourcing.application import Application
+from eventsourcing.persistence import Tracking
 
 from adapters.observability.store_metrics import events_applied
 from adapters.settings import Settings
 from adapters.store.backoff import Backoff
 from adapters.store.foreground import Foreground
-from adapters.store.notifications import Stoppable
+from adapters.store.notifications import NOTIFY_POLL_SECONDS, Stoppable
 from adapters.store.persistence import projection_env, sealed_store
-from adapters.store.shared_feed import Fetch, store_fetch
+from adapters.store.shared_feed import Decoded, Fetch, store_fetch
 from adapters.store.view_batches import apply_events, open_view
 from adapters.store.view_host import ViewLease
 from adapters.store.view_signals import view_signals
@@ -48,6 +49,7 @@ from projections.base import (
     STORE_ERRORS,
     ProjectionSpec,
     TView,
+    changes_nothing,
 )
 
 P = ParamSpec("P")
@@ -59,6 +61,9 @@ FRESH_WAIT_SECONDS = 0.2
 FOLLOW_POLL_SECONDS = 0.015  # how often a follower re-reads the view's position for a reader
 ELECTIONS_PER_FAILOVER = 5  # a follower tries for the lease this often per failover bound
 FIRST_RETRY_SECONDS = 0.05  # then doubling to adapters.store.backoff's cap (2 s)
+# The longest a host leaves a passed-over position unwritten (ADR-0045): as long as a lost
+# commit hint already leaves a view on PostgreSQL behind.
+OWED_SECONDS = NOTIFY_POLL_SECONDS
 logger = logging.getLogger(__name__)
 
 
@@ -109,6 +114,8 @@ class RunningProjection(Generic[TView]):
         self.view: TView = open_view(spec, settings)
         self._projection = spec.runnable(view=self.view)
         self._position = self.view.max_tracking_id(self.app_name) or 0
+        self._owed: int | None = None  # a position passed over, not yet recorded in the view
+        self._owed_since = 0.0
         self._changed = Condition()  # guards _position and _status; notified when they change
         self._status = ProjectionStatus(healthy=True)
         self._failing_since = 0.0
@@ -267,14 +274,20 @@ class RunningProjection(Generic[TView]):
             self._recovered()
             backoff.reset()
             self._rest()
+        if self._hosting and self._owed is not None:  # what is on disk says where it is
+            try:
+                self._record_owed()
+            except Exception as error:  # the next host applies those events again
+                logger.warning("projection %r: recording position %s at stop failed (%s)",
+                               self.name, self._owed, _reason(error))
 
     def _rest(self) -> None:
         if not self._hosting and self._waiters:
             # Another process applies the events: its "applied" signal or a poll shows it.
             self._wakeup.wait(FOLLOW_POLL_SECONDS)
             return
-        self._wakeup.wait(self._poll)
-        if self._hosting and not self._urgent.is_set():
+        self._wakeup.wait(max(0.0, min(self._poll, self._owed_due())))
+        if self._hosting and not self._urgent.is_set() and self._owed_due() > 0:
             # Nobody waits: let a burst of commits gather into one batch, and leave the
             # processor to the views readers are waiting for and to the requests in flight.
             self._urgent.wait(COALESCE_SECONDS)
@@ -300,6 +313,8 @@ class RunningProjection(Generic[TView]):
 
     def _set_role(self, *, hosting: bool) -> None:
         self._hosting = hosting
+        if not hosting:
+            self._owed = None  # the next host applies those events again
         if self._role_announced != hosting:
             self._role_announced = hosting
             if hosting:
@@ -318,6 +333,7 @@ class RunningProjection(Generic[TView]):
 
     def _catch_up(self) -> None:
         if not self._status.healthy:  # a failed batch may have committed: trust the view
+            self._owed = None
             self._advance(self.view.max_tracking_id(self.app_name) or 0)
         # Taken before the head is read: an ask arriving later is answered next round.
         asked = self._follower_waits.is_set()
@@ -332,7 +348,10 @@ class RunningProjection(Generic[TView]):
             applied = apply_events(self.app, self._projection, self.view, head,
                                    progress=lambda _, position, __: self._committed(position),
                                    start=self._position, fetch=self._fetch, announce=announce,
-                                   keep_going=lambda: not self._stopping.is_set())
+                                   keep_going=lambda: not self._stopping.is_set(),
+                                   pass_over=None if says_applied else self._pass_over)
+        if self._owed is not None and (says_applied or self._owed_due() <= 0):
+            self._record_owed()
         if applied:
             events_applied(self.name, applied)
         # Nothing new: answer at once. Applied: unless the batch's transaction carried it.
@@ -348,7 +367,34 @@ class RunningProjection(Generic[TView]):
         """A batch committed: the store works again (healthy before any reader sees the new
         position), and the view has moved on."""
         self._recovered()
+        if self._owed is not None and position > self._owed:
+            self._owed = None  # recorded with the batch's own, later position
         self._advance(position)
+
+    def _pass_over(self, events: list[Decoded]) -> bool:
+        """Take a batch that would only record positions (ADR-0045): readers of this process
+        see the view there at once, and the position is recorded in the view with the next
+        batch applied, when a reader elsewhere asks, within ``OWED_SECONDS``, or at stop."""
+        if not changes_nothing(self._projection, events):
+            return False
+        if self._owed is None:
+            self._owed_since = monotonic()
+        self._owed = events[-1][1].notification_id
+        self._advance(self._owed)
+        return True
+
+    def _owed_due(self) -> float:
+        """Seconds until the position passed over must be recorded (inf: none is owed)."""
+        if self._owed is None:
+            return float("inf")
+        return self._owed_since + OWED_SECONDS - monotonic()
+
+    def _record_owed(self) -> None:
+        """Record the position passed over, alone in a batch of its own."""
+        assert self._owed is not None
+        with self.view.batch():
+            self.view.insert_tracking(Tracking(self.app_name, self._owed))
+        self._owed = None
 
     def _advance(self, position: int) -> None:
         with self._changed:

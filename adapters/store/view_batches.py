@@ -19,7 +19,7 @@ from eventsourcing.utils import Environment
 from adapters.settings import Settings
 from adapters.store.persistence import open_store, projection_env
 from adapters.store.schema_creation import created_at_once
-from adapters.store.shared_feed import BATCH_EVENTS, Fetch, store_fetch
+from adapters.store.shared_feed import BATCH_EVENTS, Decoded, Fetch, store_fetch
 from projections.base import ProjectionSpec, ProjectionView, TView
 from projections.batches import BatchAbortedError
 from projections.dialect import ViewCursor
@@ -56,14 +56,17 @@ def apply_events(app: Application[Any], projection: Projection[Any], view: Proje
                  target: int, progress: Progress | None = None, *,
                  start: int | None = None, fetch: Fetch | None = None,
                  announce: str | None = None,
-                 keep_going: Callable[[], bool] | None = None) -> int:
+                 keep_going: Callable[[], bool] | None = None,
+                 pass_over: Callable[[list[Decoded]], bool] | None = None) -> int:
     """Apply the events after ``start`` (default: the view's position) up to ``target``, a
     batch per transaction; the number of events applied. A batch in which an event fails is
     redone with a savepoint per event, so a dead letter is recorded exactly as it is live.
     ``progress`` hears of each committed batch; ``fetch`` supplies the events (default: read
     from ``app``'s store); on PostgreSQL, ``announce`` is a channel NOTIFYed by each batch's
     own transaction, so at its commit and at no extra round trip; ``keep_going`` is asked
-    before each batch (a runner that is stopping ends after the batch it is applying)."""
+    before each batch (a runner that is stopping ends after the batch it is applying);
+    ``pass_over`` is offered each batch first, and a batch it takes (True) is not applied: a
+    live runner takes those that would only record positions, and records the last later."""
     fetch = fetch or store_fetch(app)
     applied = 0
     position = (view.max_tracking_id(app.name) or 0) if start is None else start
@@ -73,9 +76,11 @@ def apply_events(app: Application[Any], projection: Projection[Any], view: Proje
         events = fetch(position, target, BATCH_EVENTS)
         if not events:
             break
-        apply_batch(projection, view, events, announce)
         position = events[-1][1].notification_id
         applied += len(events)
+        if pass_over is not None and pass_over(events):
+            continue
+        apply_batch(projection, view, events, announce)
         if progress is not None:
             progress(projection.name, position, target)
     return applied
