@@ -50,7 +50,7 @@ class StoreUnavailableError(OperationalError):
 
 # What the store library raises when the store cannot be reached or locked, as opposed to
 # bugs (ProgrammingError) and bad data (DataError). StoreUnavailableError is one of them.
-# (projections.base.STORE_ERRORS is wider: every error from a view's database.)
+# (projections.runnable.STORE_ERRORS is wider: every error from a view's database.)
 OUTAGE_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
 
 

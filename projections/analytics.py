@@ -24,10 +24,11 @@ from domain.dream_run import DreamRun, RunStatus
 from projections.analytics_queries import AnalyticsQueries
 from projections.analytics_tables import CANDIDATE_COUNTERS, DREAM, MANUAL, PROPOSAL_COLUMNS
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, changes_no_row
+from projections.base import ProjectionSpec
 from projections.batch_sums import Key, Shape, SummedCounters
 from projections.dialect import Row, ViewCursor, column_names
 from projections.memo import memo_of
+from projections.runnable import changes_no_row
 from projections.times import as_utc, to_micros
 
 # -- values -----------------------------------------------------------------------------------

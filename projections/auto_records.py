@@ -35,8 +35,9 @@ from domain.refs import ArtifactFamily, ArtifactRef, MemoryCitation, SourceRef
 from domain.scope import Scope
 from domain.source import Eligibility, Source
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, ProjectionView, changes_no_row
+from projections.base import ProjectionSpec, ProjectionView
 from projections.dialect import POSITION, SCOPE_ID, Columns, Row, ViewCursor, row_values
+from projections.runnable import changes_no_row
 from projections.times import from_micros, to_micros
 
 COLUMNS: Columns = (

@@ -12,10 +12,7 @@ The SQL of a concrete view is written once, against :class:`projections.dialect.
 
 from __future__ import annotations
 
-import functools
-import logging
 import re
-import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -25,10 +22,8 @@ from time import monotonic, sleep
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 from uuid import UUID
 
-import psycopg
 from eventsourcing.application import Application
 from eventsourcing.persistence import (
-    PersistenceError,
     Tracking,
     TrackingRecorder,
     WaitInterruptedError,
@@ -36,10 +31,11 @@ from eventsourcing.persistence import (
 from eventsourcing.projection import Projection
 
 from application.store import EventStore
-from projections.batches import CURRENT_BATCH, Batch, BatchAbortedError, FastEvent
+from projections.batches import CURRENT_BATCH, Batch, FastEvent
 from projections.dead_letters import DEAD_LETTER_COLUMNS, DEAD_LETTERS, DeadLetter
 from projections.dialect import Columns, Dialect, Row, ViewCursor, column_names, row_values
 from projections.memo import forget_memos
+from projections.runnable import runnable
 
 MIGRATION_ROW = "__migration__"  # the library's own tracking row; never delete it
 FIRST_POLL_SECONDS = 0.005
@@ -47,8 +43,6 @@ LAST_POLL_SECONDS = 0.1
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
-STORE_ERRORS = (PersistenceError, sqlite3.Error, psycopg.Error)
-logger = logging.getLogger(__name__)
 
 
 class Datastore(Protocol):
@@ -434,10 +428,8 @@ class ProjectionSpec(Generic[TView]):
 
     @property
     def runnable(self) -> type[Projection[TView]]:
-        """The projection as runners use it: a poison event becomes a dead letter."""
-        return cast(type[Projection[TView]],
-                    type(self.projection.__name__, (_DeadLettering, self.projection),
-                         {"name": self.name, "_handlers": {}, "_ignored": {}}))
+        """The projection as runners use it (:func:`projections.runnable.runnable`)."""
+        return runnable(self.projection, self.name)
 
     def view_class(self, *, postgres: bool) -> type[TView]:
         return self.postgres_view if postgres else self.sqlite_view
@@ -450,76 +442,6 @@ class ProjectionSpec(Generic[TView]):
         _check_name(name)
         subclass = type(f"{self.projection.__name__}_{name}", (self.projection,), {"name": name})
         return replace(self, projection=cast(type[Projection[TView]], subclass))
-
-
-F = TypeVar("F", bound=Callable[..., None])
-
-
-def changes_no_row(handler: F) -> F:
-    """Marks a projection's default ``process_event`` (a ``singledispatchmethod``'s): it only
-    records the event's position. A live runner may then leave a batch of events that reach
-    no other handler unapplied and record its position later (ADR-0045)."""
-    handler.changes_no_row = True  # type: ignore[attr-defined]
-    return handler
-
-
-class _DeadLettering(Projection[Any]):
-    """Applies events as the projection does; an event its own code fails on is recorded as a
-    dead letter (and logged) instead of stopping every read model behind it.
-
-    Store errors are not the event's fault: they propagate, and the runner retries them.
-    """
-
-    _handlers: dict[type, Callable[..., None]]  # per runnable class: see ProjectionSpec
-    _ignored: dict[type, bool]  # likewise: whether events of a type change no row
-
-    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        try:  # mixed in ahead of a concrete projection, whose handler of the event this calls
-            handler = self._handlers.get(type(domain_event))
-            if handler is None:
-                handler = self._handlers[type(domain_event)] = self._handler(type(domain_event))
-            handler(self, domain_event, tracking)
-        except (*STORE_ERRORS, BatchAbortedError):
-            raise
-        except Exception as error:
-            logger.exception("projection %r: event at position %s is a dead letter", self.name,
-                             tracking.notification_id)
-            self.view.record_dead_letter(tracking, DeadLetter.of(domain_event, tracking, error))
-
-    def changes_nothing(self, events: Iterable[tuple[Any, Tracking]]) -> bool:
-        """Whether every one of ``events`` reaches only a default handler marked
-        :func:`changes_no_row`: applying them would only record their positions."""
-        for domain_event, _ in events:
-            ignored = self._ignored.get(type(domain_event))
-            if ignored is None:
-                handler = self._handler(type(domain_event))
-                ignored = self._ignored[type(domain_event)] = getattr(
-                    handler, "changes_no_row", False)
-            if not ignored:
-                return False
-        return True
-
-    def _handler(self, event_type: type) -> Callable[..., None]:
-        """The concrete projection's function for events of ``event_type``, looked up once:
-        Python 3.11's ``singledispatchmethod`` builds a bound wrapper (``update_wrapper``) at
-        every attribute access, a few microseconds of every event applied to every view."""
-        mro = type(self).__mro__
-        for klass in mro[mro.index(_DeadLettering) + 1:]:
-            method = vars(klass).get("process_event")
-            if isinstance(method, functools.singledispatchmethod):
-                method.__get__(self, type(self))  # registers what was deferred
-                handler: Callable[..., None] = method.dispatcher.dispatch(event_type)
-                return handler
-            if method is not None:
-                return cast(Callable[..., None], method)
-        msg = f"{type(self).__name__} has no process_event"
-        raise TypeError(msg)
-
-
-def changes_nothing(projection: Projection[Any], events: Iterable[tuple[Any, Tracking]]) -> bool:
-    """Whether applying ``events`` would only record their positions (a runnable projection,
-    see :meth:`ProjectionSpec.runnable`; any other is assumed to change rows)."""
-    return isinstance(projection, _DeadLettering) and projection.changes_nothing(events)
 
 
 def _check_name(name: str) -> None:

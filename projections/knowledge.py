@@ -33,7 +33,7 @@ from domain.canonical import canonical_json
 from domain.errors import InvalidRequestError
 from domain.refs import ArtifactFamily, Lineage
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, ProjectionView, changes_no_row
+from projections.base import ProjectionSpec, ProjectionView
 from projections.checks import check_optional_choice
 from projections.dialect import (
     AGGREGATE_ID,
@@ -47,6 +47,7 @@ from projections.dialect import (
     stored_text,
 )
 from projections.paging import check_limit
+from projections.runnable import changes_no_row
 from projections.times import to_micros
 
 DEFAULT_LIMIT = 20

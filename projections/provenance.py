@@ -37,7 +37,7 @@ from domain.refs import (
     SourceRef,
 )
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, ProjectionView, changes_no_row
+from projections.base import ProjectionSpec, ProjectionView
 from projections.dialect import (
     AGGREGATE_ID,
     POSITION,
@@ -63,6 +63,7 @@ from projections.provenance_nodes import (
     lineage_nodes,
     node,
 )
+from projections.runnable import changes_no_row
 from projections.times import to_micros
 
 ARTIFACT = "artifact"  # aggregate types in the identity table

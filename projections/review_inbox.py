@@ -36,7 +36,7 @@ from domain.erasure import Erasure
 from domain.refs import ArtifactRef
 from domain.text import check_recorded_identifier
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, changes_no_row
+from projections.base import ProjectionSpec
 from projections.checks import check_optional_choice
 from projections.dialect import (
     AGGREGATE_ID,
@@ -56,6 +56,7 @@ from projections.paging import (
     documents_page,
     keyset_page,
 )
+from projections.runnable import changes_no_row
 from projections.times import to_micros
 
 DEFAULT_LIMIT = 50

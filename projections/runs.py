@@ -32,7 +32,7 @@ from domain.canonical import canonical_json
 from domain.dream_run import FAILURE_REASONS, TERMINAL, DreamRun, RunStatus, RunTrigger
 from domain.text import has_control_characters
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, changes_no_row
+from projections.base import ProjectionSpec
 from projections.dialect import (
     AGGREGATE_ID,
     POSITION,
@@ -54,6 +54,7 @@ from projections.paging import (
     encode_cursor_text,
     keyset_page,
 )
+from projections.runnable import changes_no_row
 from projections.times import optional_micros, to_micros
 
 DEFAULT_LIMIT = 20

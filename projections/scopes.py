@@ -23,9 +23,10 @@ from domain.canonical import canonical_json
 from domain.scope import Scope
 from domain.text import check_scope_id
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
-from projections.base import ProjectionSpec, ProjectionView, changes_no_row
+from projections.base import ProjectionSpec, ProjectionView
 from projections.dialect import AGGREGATE_ID, POSITION, Columns, Row, column_names, stored_text
 from projections.paging import KeyCursors, check_limit, documents_page, keyset_page
+from projections.runnable import changes_no_row
 from projections.times import from_micros, to_micros
 
 DEFAULT_LIMIT = 20

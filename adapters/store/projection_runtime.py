@@ -45,12 +45,8 @@ from adapters.store.view_batches import apply_events, open_view
 from adapters.store.view_host import ViewLease
 from adapters.store.view_signals import view_signals
 from application.store import EventStore
-from projections.base import (
-    STORE_ERRORS,
-    ProjectionSpec,
-    TView,
-    changes_nothing,
-)
+from projections.base import ProjectionSpec, TView
+from projections.runnable import STORE_ERRORS, changes_nothing
 
 P = ParamSpec("P")
 R = TypeVar("R")
