@@ -432,7 +432,7 @@ def test_a_poison_event_becomes_a_dead_letter_and_the_view_moves_on(
     running.wait(app.store.commit(run))
     running.view.reset()  # the run's row vanishes behind the runner's back
     start(run, T0 + timedelta(seconds=1))
-    with caplog.at_level(logging.ERROR, logger="projections.base"):
+    with caplog.at_level(logging.ERROR, logger="projections.runnable"):
         poisoned = app.store.commit(run)
         running.wait(poisoned)
     [letter] = running.view.dead_letters()
