@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
@@ -22,6 +21,7 @@ from application.bootstrap import Dreaming
 from domain.policy import LOCAL
 from projections.event_feed import EVENT_FEED
 from projections.scopes import SCOPES
+from tests.test_view_host import wait_for
 
 LONG = 60.0  # an owed position left unrecorded for longer than any test here lasts
 
@@ -35,14 +35,6 @@ def record_a_source(app: Dreaming, source_id: str) -> int:
     """An event the scopes view has nothing to do for; the store's head after it."""
     app.records.record_source(LOCAL, "s", "task", source_id, text="Pinned the digest.")
     return app.store.max_position()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(0.01)
 
 
 def test_a_batch_the_view_ignores_is_seen_at_once_and_written_at_stop(

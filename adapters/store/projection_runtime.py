@@ -16,8 +16,9 @@ waits, and it tries for the lease again every fifth of ``DREAM_VIEW_FAILOVER_SEC
 A store error never stops a runner for good: it reports itself degraded, with the reason
 (:meth:`RunningProjection.status`), retries with capped backoff and resumes from the view's
 tracking position, which moves only with committed rows, so nothing is skipped or applied
-twice. Readers wait for a position with a bound; past it they learn whether the view is merely
-behind (``TimeoutError``) or cannot follow the store (:class:`ProjectionUnavailableError`).
+twice (events a host passed over because they change no row may be offered again: ADR-0045).
+Readers wait for a position with a bound; past it they learn whether the view is merely behind
+(``TimeoutError``) or cannot follow the store (:class:`ProjectionUnavailableError`).
 """
 
 from __future__ import annotations
