@@ -387,7 +387,8 @@ class RunningProjection(Generic[TView]):
         return self._owed_since + OWED_SECONDS - monotonic()
 
     def _record_owed(self) -> None:
-        """Record the position passed over, alone in a batch of its own."""
+        """Record the position passed over, alone in a batch of its own: tried once, like
+        every batch (the library's ``insert_tracking`` retries a lost connection ten times)."""
         assert self._owed is not None
         with self.view.batch():
             self.view.insert_tracking(Tracking(self.app_name, self._owed))
