@@ -50,6 +50,10 @@ _guard_store_files()
 STORES = [pytest.param("sqlite", id="sqlite"),
           pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 _postgres_outcomes: dict[str, int] = {"passed": 0, "skipped": 0, "failed": 0}
+# How long a test's store waits for a new PostgreSQL connection. The service's 2 s fails an
+# outage fast; two test groups side by side on two cores can take longer than that to open
+# a connection (seen once in CI). The outage tests set their own timeout.
+TEST_STORE_TIMEOUT_SECONDS = 15
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +92,8 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
         return Settings(data_dir=tmp_path / "data", access="disabled", workers=0)
     server = request.getfixturevalue("postgres_server")
     return Settings(data_dir=tmp_path / "data", access="disabled", workers=0,
-                    database_url=fresh_postgres_url(server))
+                    database_url=fresh_postgres_url(server),
+                    store_timeout_seconds=TEST_STORE_TIMEOUT_SECONDS)
 
 
 @pytest.fixture
