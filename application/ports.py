@@ -60,8 +60,8 @@ class ReadSetRecorder(Protocol):
         """The events and last position of each of several aggregates (an empty list and
         ``None`` for one without events), in one query."""
 
-    def writers_turn(self, key: str) -> AbstractContextManager[object]:
-        """Wait for the turn of this store's writers of ``key``, in every process the store
+    def writers_turn(self, *keys: str) -> AbstractContextManager[object]:
+        """Wait for the turn of this store's writers of ``keys``, in every process the store
         can reach cheaply (or none): an efficiency, never what keeps a write exact."""
 
 

@@ -334,10 +334,10 @@ class EventStore(Application[UUID]):
         with store_call():
             return {} if scrub is None else dict(scrub())
 
-    def writers_turn(self, key: str) -> AbstractContextManager[object]:
-        """Wait for the turn of the store's writers of ``key`` in other processes (where the
+    def writers_turn(self, *keys: str) -> AbstractContextManager[object]:
+        """Wait for the turn of the store's writers of ``keys`` in other processes (where the
         store offers one: processes on one SQLite file do)."""
-        return self.read_set_recorder.writers_turn(key)
+        return self.read_set_recorder.writers_turn(*keys)
 
     def history(self, aggregate_id: UUID) -> Sequence[AggregateEvent]:
         with store_call():

@@ -101,6 +101,48 @@ def test_keys_in_different_files_do_not_wait_for_each_other(tmp_path: Path) -> N
         {f"{_bucket(k):03d}.lock" for k in ("scope-a", "scope-b")})
 
 
+def test_keys_that_share_a_file_take_it_once(tmp_path: Path) -> None:
+    first = "scope-0"
+    second = next(f"scope-{n}" for n in range(1, 10_000) if _bucket(f"scope-{n}") == _bucket(first))
+    turns = FileTurns(tmp_path, wait_seconds=0.0)  # a second take of the file would fail
+    with turns.of(first, second) as had:
+        assert had
+    assert [p.name for p in tmp_path.iterdir()] == [f"{_bucket(first):03d}.lock"]
+
+
+def test_several_keys_hold_every_file_until_the_block_ends(tmp_path: Path) -> None:
+    holder, other = FileTurns(tmp_path), FileTurns(tmp_path, wait_seconds=0.0)
+    with holder.of("scope-a", "scope-b") as had:
+        assert had
+        for key in ("scope-a", "scope-b"):
+            with other.of(key) as also:
+                assert also is False  # held by the holder of both
+    with other.of("scope-a", "scope-b") as had:
+        assert had
+
+
+def test_holders_of_the_same_keys_in_any_order_never_wait_for_each_other_in_a_cycle(
+        tmp_path: Path) -> None:
+    keys = [f"scope-{n}" for n in range(6)]
+    given_up: list[str] = []
+
+    def hold_many(turns: FileTurns, ordered: list[str]) -> None:
+        for _ in range(50):
+            with turns.of(*ordered) as had:
+                if not had:
+                    given_up.append(ordered[0])
+
+    threads = [threading.Thread(target=hold_many, args=(FileTurns(tmp_path, wait_seconds=2.0),
+                                                        order))
+               for order in (keys, keys[::-1], keys[2:] + keys[:2])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert given_up == []  # taken in one order by all, so nobody waited out a cycle
+
+
 def _hold(turns: FileTurns, key: str, order: list[str]) -> None:
     with turns.of(key) as had:
         assert had

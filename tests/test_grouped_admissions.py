@@ -1,6 +1,7 @@
-"""Admissions to one scope that wait for its turn are committed together by the turn's holder:
-each checked as if alone (capacity stays exact, a refused one is told so), each stamped with
-its own caller, a key given twice admitted once, and a failed commit storing nothing."""
+"""Admissions that wait for the turn to commit are committed together by its holder, whatever
+their scopes: each checked as if alone (each scope's capacity stays exact, a refused one is
+told so), each stamped with its own caller, a key given twice admitted once, and a failed
+commit storing nothing."""
 
 from __future__ import annotations
 
@@ -67,24 +68,37 @@ def admit_behind_the_first(app: Dreaming, held: HeldCommit, keys: list[str]
                            ) -> dict[str, Any]:
     """Admit ``keys[0]``, hold its commit, admit the rest meanwhile, then let it go: each
     key's run, or the error it got."""
+    return admit_behind(app, held, [("s", key) for key in keys])
+
+
+def admit_behind(app: Dreaming, held: HeldCommit, admissions: list[tuple[str, str]]
+                 ) -> dict[str, Any]:
+    """Admit the first (scope, key), hold its commit, admit the rest meanwhile, then let it
+    go: each admission's run, or the error it got, by ``n:key`` (``n`` its caller)."""
     outcomes: dict[str, Any] = {}
 
-    def admit(n: int, key: str) -> None:
+    def admit(n: int, scope_id: str, key: str) -> None:
         try:
-            outcomes[f"{n}:{key}"] = app.runs.request_dream(caller(n), "s", request(key))
+            outcomes[f"{n}:{key}"] = app.runs.request_dream(caller(n), scope_id, request(key))
         except DomainError as error:
             outcomes[f"{n}:{key}"] = error
 
-    threads = [threading.Thread(target=admit, args=(n, key)) for n, key in enumerate(keys)]
+    threads = [threading.Thread(target=admit, args=(n, scope_id, key))
+               for n, (scope_id, key) in enumerate(admissions)]
     threads[0].start()
     assert held.entered.wait(10)
     for thread in threads[1:]:
         thread.start()
-    wait_until(lambda: len(app.queues.grouped._waiting.get("s", [])) == len(keys) - 1)
+    wait_until(lambda: len(app.queues.grouped._waiting) == len(admissions) - 1)
     held.release.set()
     for thread in threads:
         thread.join(10)
     return outcomes
+
+
+def waiting_in(app: Dreaming, scope_id: str) -> int:
+    """Admissions to ``scope_id`` waiting to be committed."""
+    return sum(scope == scope_id for scope, _ in app.queues.grouped._waiting)
 
 
 def wait_until(condition: Callable[[], bool]) -> None:
@@ -117,6 +131,29 @@ def test_admissions_waiting_for_the_turn_are_committed_together(
     stamps = [event.acted_by for event in app.store.history(DreamQueue.create_id("s"))]
     assert stamps[0] == "svc-0"  # opened the queue
     assert sorted(stamps[1:]) == sorted(f"svc-{n}" for n in range(WAITING + 1))  # admitted
+
+
+def test_admissions_to_several_scopes_waiting_for_the_turn_are_committed_together(
+        app: Dreaming, held_commit: HeldCommit) -> None:
+    for scope_id in ("t", "u"):
+        seed_scope(app, scope_id)
+    app.records.change_scope_settings(caller(0), "u", {"dream_max_pending_per_scope": 1})
+    outcomes = admit_behind(app, held_commit, [("s", "first"), ("t", "t1"), ("s", "s1"),
+                                               ("u", "u1"), ("t", "t2"), ("u", "u2")])
+    assert held_commit.commits == [1, 4]  # the first alone, then every scope's in one
+    refused = [name for name, outcome in outcomes.items()
+               if isinstance(outcome, CapacityExceededError)]
+    assert refused in (["3:u1"], ["5:u2"])  # u's own capacity: whichever came second
+    admitted = {name: written for name, written in outcomes.items() if name not in refused}
+    assert len({written.position for name, written in admitted.items()
+                if name != "0:first"}) == 1  # one commit
+    for scope_id, count in (("s", 2), ("t", 2), ("u", 1)):
+        queue: DreamQueue = app.store.find(DreamQueue.create_id(scope_id))
+        assert queue.unfinished == count
+    for name, written in admitted.items():
+        run = written.value.run
+        history = app.store.history(dream_run_aggregate_id(run.scope_id, run.run_id))
+        assert [event.acted_by for event in history] == [f"svc-{name.split(':')[0]}"]
 
 
 def test_a_call_whose_run_another_thread_commits_no_longer_takes_the_head_it_noted(
@@ -162,7 +199,7 @@ def test_a_key_given_twice_in_one_batch_is_admitted_once(
     assert held_commit.entered.wait(10)
     for thread in threads:
         thread.start()
-    wait_until(lambda: len(app.queues.grouped._waiting.get("s", [])) == 2)
+    wait_until(lambda: waiting_in(app, "s") == 2)
     held_commit.release.set()
     for thread in [first, *threads]:
         thread.join(10)
@@ -193,42 +230,47 @@ def test_a_failed_batch_stores_nothing_and_every_admission_re_runs(
 
 # -- a property: one batch decides exactly as the admissions would one after the other -------
 
-BATCH = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2)), min_size=1, max_size=8)
+BATCH = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1), st.integers(0, 2)),
+                 min_size=1, max_size=8)  # (scope, caller, key)
 
 
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
 @hypothesis.settings(STORED, max_examples=25)
 @given(batch=BATCH, capacity=st.integers(1, 5), earlier=st.integers(0, 2))
 def test_a_batch_decides_like_its_admissions_in_order(
-        app: Dreaming, batch: list[tuple[int, int]], capacity: int, earlier: int) -> None:
-    scope_id = f"s{next(SCOPES)}"
-    seed_scope(app, scope_id)
-    app.records.change_scope_settings(caller(0), scope_id,
-                                      {"dream_max_pending_per_scope": max(capacity, earlier)})
-    for n in range(earlier):
-        app.runs.request_dream(caller(9), scope_id, request(f"earlier-{n}"))
-    app.records.change_scope_settings(caller(0), scope_id,
-                                      {"dream_max_pending_per_scope": capacity})
-    waiting = [admitting(app, scope_id, who, f"k{key}") for who, key in batch]
-    app.queues.grouped._waiting[scope_id] = waiting[:-1]
+        app: Dreaming, batch: list[tuple[int, int, int]], capacity: int, earlier: int) -> None:
+    scopes = [f"s{next(SCOPES)}" for _ in range(2)]
+    for scope_id in scopes:
+        seed_scope(app, scope_id)
+        app.records.change_scope_settings(caller(0), scope_id,
+                                          {"dream_max_pending_per_scope": max(capacity, earlier)})
+        for n in range(earlier):
+            app.runs.request_dream(caller(9), scope_id, request(f"earlier-{n}"))
+        app.records.change_scope_settings(caller(0), scope_id,
+                                          {"dream_max_pending_per_scope": capacity})
+    waiting = [(scopes[at], admitting(app, scopes[at], who, f"k{key}"))
+               for at, who, key in batch]
+    app.queues.grouped._waiting = waiting[:-1]
     with suppress(DomainError):  # the leader's own outcome is checked with the others'
-        app.queues.admit(scope_id, waiting[-1])
-    # The model: in order, a key met earlier in the batch re-runs, a full queue refuses.
-    unfinished, keys = earlier, set()
-    for (who, key), outcome in zip(batch, waiting, strict=True):
+        app.queues.admit(*waiting[-1])
+    # The model, per scope: in order, a key met earlier in the batch re-runs, a full queue
+    # refuses; the other scope's admissions change neither.
+    unfinished, keys = dict.fromkeys(scopes, earlier), set()
+    for (at, who, key), (scope_id, outcome) in zip(batch, waiting, strict=True):
         assert outcome.settled.is_set()
-        if (who, key) in keys:
+        if (at, who, key) in keys:
             assert isinstance(outcome.error, WriteConflictError)
-        elif unfinished >= capacity:
+        elif unfinished[scope_id] >= capacity:
             assert isinstance(outcome.error, CapacityExceededError)
         else:
             assert outcome.error is None
-            keys.add((who, key))
-            unfinished += 1
+            keys.add((at, who, key))
+            unfinished[scope_id] += 1
             history = app.store.history(outcome.run_id)
             assert [event.acted_by for event in history] == [f"svc-{who}"]
-    queue: DreamQueue = app.store.find(DreamQueue.create_id(scope_id))
-    assert queue.unfinished == unfinished
+    for scope_id in scopes:
+        queue: DreamQueue | None = app.store.find(DreamQueue.create_id(scope_id))
+        assert (queue.unfinished if queue else 0) == unfinished[scope_id]
 
 
 SCOPES = itertools.count()
@@ -250,7 +292,7 @@ def test_more_admissions_than_a_batch_are_committed_batch_after_batch(
     monkeypatch.setattr(grouped_admissions, "MAX_BATCH", 2)
     seed_scope(app, "s")
     waiting = [admitting(app, "s", 0, f"k{n}") for n in range(5)]
-    app.queues.grouped._waiting["s"] = waiting[:-1]
+    app.queues.grouped._waiting = [("s", one) for one in waiting[:-1]]
     run, _ = app.queues.admit("s", waiting[-1])  # the last of three batches
     assert run.id == waiting[-1].run_id
     assert all(outcome.error is None for outcome in waiting)

@@ -38,15 +38,25 @@ class FileTurns:
         self.wait_seconds = wait_seconds
 
     @contextmanager
-    def of(self, key: str) -> Iterator[bool]:
-        """Hold ``key``'s turn for the block; yields whether it was had (``False``: waited
-        ``wait_seconds`` in vain, and goes ahead without it)."""
-        path = self.directory / f"{zlib.crc32(key.encode()) % TURN_FILES:03d}.lock"
-        descriptor = os.open(path, os.O_CREAT | os.O_RDWR, LOCK_FILE_MODE)
+    def of(self, *keys: str) -> Iterator[bool]:
+        """Hold the turns of ``keys`` for the block; yields whether all were had (``False``:
+        one was waited for ``wait_seconds`` in vain, and the block goes ahead without it).
+
+        Keys that share a lock file take it once (a second descriptor of this process would
+        wait for the first), and the files are taken in the order of their names, as every
+        holder of several takes them, so two holders never wait for each other in a cycle."""
+        buckets = sorted({zlib.crc32(key.encode()) % TURN_FILES for key in keys})
+        descriptors: list[int] = []
         try:
-            yield self._take(descriptor)
+            had = True
+            for bucket in buckets:
+                path = self.directory / f"{bucket:03d}.lock"
+                descriptors.append(os.open(path, os.O_CREAT | os.O_RDWR, LOCK_FILE_MODE))
+                had = self._take(descriptors[-1]) and had
+            yield had
         finally:
-            os.close(descriptor)  # releases the lock with the file
+            for descriptor in descriptors:
+                os.close(descriptor)  # releases the lock with the file
 
     def _take(self, descriptor: int) -> bool:
         deadline = time.monotonic() + self.wait_seconds

@@ -1,17 +1,19 @@
-"""Group commit: the admissions to a scope that wait for its turn are committed together.
+"""Group commit: the admissions waiting in this process are committed together, whatever
+their scopes.
 
-Every admission to a scope writes the scope's queue, so admissions to one scope take turns
-(``adapters.store.turns``, ``adapters.store.held_queues``), and a turn lasts a read of the queue and
-a commit: on PostgreSQL, round trips that the other admissions to the scope wait out, one
-after the other. Here the thread that gets the turn admits every admission waiting for it on
-the queue it holds, and commits their runs, the queue and every read set in one transaction.
+Every admission to a scope writes the scope's queue, and every commit waits for the store's one
+writer (SQLite) or its insert lock (PostgreSQL): a commit is a transaction, a sync of the
+log and a batch for each read model, which the other admissions wait out, one after the
+other. Here the thread whose turn it is admits every admission waiting (up to ``MAX_BATCH``),
+each on its own scope's queue, holding those scopes' turns, and commits their runs, the
+queues and every read set in one transaction (ADR-0020 for one scope, ADR-0046 across scopes).
 
 Each admission is checked on its own, exactly as alone: a refused one (``capacity_exceeded``)
-is told so and the others go on; the queue counts every admitted run, so capacity stays exact.
-One that cannot join the batch (its key is already in it, or it read another version of an
-aggregate the batch read) is told ``write_conflict`` and re-runs on fresh state, as after a
-lost race. A failed commit fails every admission of the batch, none of which was stored; each
-re-runs. Each admission's events are stamped with its own caller.
+is told so and the others go on; each queue counts every admitted run, so capacity stays
+exact. One that cannot join the batch (its key is already in it, or it read another version
+of an aggregate the batch read) is told ``write_conflict`` and re-runs on fresh state, as
+after a lost race. A failed commit fails every admission of the batch, none of which was
+stored; each re-runs. Each admission's events are stamped with its own caller.
 """
 
 from __future__ import annotations
@@ -35,50 +37,51 @@ MAX_BATCH = 64  # admissions per transaction; those beyond wait for the next tur
 
 
 class GroupedAdmissions:
-    """Admissions per scope, committed in batches by whichever thread holds the scope's turn."""
+    """Admissions, committed in batches by whichever thread holds the process's turn to
+    commit them."""
 
     def __init__(self, store: EventStore, queues: HeldQueues) -> None:
         self.store = store
         self.queues = queues
         self._guard = threading.Lock()
-        self._waiting: dict[str, list[Admitting]] = {}
+        self._turn = threading.Lock()  # the committer of the admissions waiting
+        self._waiting: list[tuple[str, Admitting]] = []
 
     def admit(self, scope_id: str, admitting: Admitting) -> tuple[Aggregate, int | None]:
-        """Wait for the scope's turn; unless another holder committed this admission
+        """Wait for the turn to commit; unless another holder committed this admission
         meanwhile, commit it with every other one waiting. The run and its position."""
         wrote()  # whichever thread commits it, this call's later reads must include it
         with self._guard:
-            self._waiting.setdefault(scope_id, []).append(admitting)
-        with self.queues.turns.of(scope_id):
+            self._waiting.append((scope_id, admitting))
+        with self._turn:
             while not admitting.settled.is_set():  # more than a batch may be waiting before it
-                with self.queues.holding(scope_id) as queue:
-                    self._commit_batch(scope_id, queue)
+                self._commit_batch(self._take_batch())
         return admitting.outcome()
 
-    def _commit_batch(self, scope_id: str, queue: DreamQueue) -> None:
-        batch = self._take_batch(scope_id)
+    def _commit_batch(self, batch: list[tuple[str, Admitting]]) -> None:
+        scopes = sorted({scope_id for scope_id, _ in batch})
         admitted: list[Admitting] = []
         read: dict[UUID, Aggregate] = {}
         try:
-            for admitting in batch:
-                if self._joins(admitting, queue, admitted, read):
-                    admitted.append(admitting)
-            runs = [admitting.run for admitting in admitted if admitting.run is not None]
-            position = self.store.commit(*runs, queue, read=read.values()) if runs else None
+            with self.queues.turns_of(scopes), self.queues.holding_all(scopes) as queues:
+                for scope_id, admitting in batch:
+                    if self._joins(admitting, queues[scope_id], admitted, read):
+                        admitted.append(admitting)
+                runs = [admitting.run for admitting in admitted if admitting.run is not None]
+                position = (self.store.commit(*runs, *queues.values(), read=read.values())
+                            if runs else None)
         except BaseException as error:
-            for admitting in batch:  # nothing of the batch was stored
+            for _, admitting in batch:  # nothing of the batch was stored
                 if not admitting.settled.is_set():
                     admitting.settle(error=error)
             raise
         for admitting in admitted:
             admitting.settle(admitting.run, position)
 
-    def _take_batch(self, scope_id: str) -> list[Admitting]:
+    def _take_batch(self) -> list[tuple[str, Admitting]]:
         with self._guard:
-            waiting = self._waiting.pop(scope_id, [])
-            if len(waiting) > MAX_BATCH:
-                self._waiting[scope_id] = waiting[MAX_BATCH:]
-            return waiting[:MAX_BATCH]
+            batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
+            return batch
 
     @staticmethod
     def _joins(admitting: Admitting, queue: DreamQueue, admitted: list[Admitting],

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from threading import Lock
 
 from eventsourcing.domain import Aggregate
@@ -70,11 +70,28 @@ class HeldQueues:
     def holding(self, scope_id: str) -> Iterator[DreamQueue]:
         """For the holder of the scope's turn in this process: the store's turn where it
         offers one, and the current queue, which the block commits."""
-        with self.store.writers_turn(scope_id):
-            queue = self._take(scope_id)
-            yield queue  # an exception in the block drops the queue: it is never put back
-            if not queue.pending_events:  # committed (a save collects them), or unchanged
-                self._keep(scope_id, queue)
+        with self.holding_all([scope_id]) as queues:
+            yield queues[scope_id]
+
+    @contextmanager
+    def holding_all(self, scope_ids: Sequence[str]) -> Iterator[dict[str, DreamQueue]]:
+        """For the holder of the turns of ``scope_ids`` in this process: the store's turns
+        where it offers them, and their current queues, which the block commits."""
+        with self.store.writers_turn(*scope_ids):
+            queues = {scope_id: self._take(scope_id) for scope_id in scope_ids}
+            yield queues  # an exception in the block drops the queues: none is put back
+            for scope_id, queue in queues.items():
+                if not queue.pending_events:  # committed (a save collects them), or unchanged
+                    self._keep(scope_id, queue)
+
+    @contextmanager
+    def turns_of(self, scope_ids: Sequence[str]) -> Iterator[None]:
+        """The turns of ``scope_ids`` in this process, taken in order: a holder of several
+        never waits in a cycle with another (the others hold one at a time)."""
+        with ExitStack() as stack:
+            for scope_id in sorted(scope_ids):
+                stack.enter_context(self.turns.of(scope_id))
+            yield
 
     def load(self, scope_id: str) -> DreamQueue:
         """The queue from the store (an empty one for a scope that never had a run)."""

@@ -128,14 +128,14 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         # defaults to. Connections are opened lazily, after this.
         datastore.pool.__class__ = EventStorePool
 
-    def writers_turn(self, key: str) -> AbstractContextManager[object]:
+    def writers_turn(self, *keys: str) -> AbstractContextManager[object]:
         """The processes writing this file take turns per key, on lock files beside it."""
         db_name = self.datastore.pool.db_name
         if self.datastore.pool.is_sqlite_memory_mode or db_name.startswith("file:"):
             return nullcontext()  # one process only, or a URI this service never configures
         if self._turns is None:
             self._turns = FileTurns(Path(db_name).with_name(Path(db_name).name + ".turns"))
-        return self._turns.of(key)
+        return self._turns.of(*keys)
 
     def subscribe(self, gt: int | None = None,
                   topics: Sequence[str] = ()) -> Subscription[ApplicationRecorder]:
@@ -301,11 +301,11 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
                 connection.autocommit = False
         return done
 
-    def writers_turn(self, key: str) -> AbstractContextManager[object]:
+    def writers_turn(self, *keys: str) -> AbstractContextManager[object]:
         """The processes of one host that share a data directory take turns on lock files, as
         on SQLite; processes on other hosts meet at the version check (a turn across hosts
         would hold a connection and cost two round trips per command: ADR-0019, ADR-0020)."""
-        return nullcontext() if self.turns is None else self.turns.of(key)
+        return nullcontext() if self.turns is None else self.turns.of(*keys)
 
     # Tried once (see ``_once``); ``select_events`` and ``select_notifications`` are
     # ``RenderedNotifications``'.
