@@ -6,8 +6,8 @@ those commands go through one port. ``changing`` gives the block a run paired wi
 scope's queue, current (``domain.run_lifecycle.QueuedRun``), and saves the pair when the block
 ends; ``turn`` gives a block that admits several runs at once the queue, and the block's own
 commit is the only write to the queue meanwhile: writers of one scope take turns rather than
-race to a write conflict. ``admit`` hands a requested admission to the scope's turn, which may
-commit it together with the others waiting for it, each checked exactly as alone.
+race to a write conflict. ``admit`` hands a requested admission to the port, which may commit it
+together with other admissions waiting, of its scope or others, each checked exactly as alone.
 
 How the turns are taken (in this process, across the processes of a host), how the queue is
 kept between turns and how admissions are batched is the implementation's business
@@ -72,8 +72,8 @@ class RunQueues(Protocol):
         exception in the block leaves nothing of its changes behind)."""
 
     def admit(self, scope_id: str, admitting: Admitting) -> tuple[Aggregate, int | None]:
-        """Commit a requested admission in the scope's turn: its run and the position of
-        the commit, or its own refusal (``capacity_exceeded``, ``write_conflict``...)."""
+        """Commit a requested admission, holding its scope's turn: its run and the position
+        of the commit, or its own refusal (``capacity_exceeded``, ``write_conflict``...)."""
 
     def load(self, scope_id: str) -> DreamQueue:
         """The queue as stored (empty for a scope that never had a run), outside any turn."""

@@ -12,8 +12,9 @@ a clean commit drops the queue, so a failed command never leaves its changes beh
 The turn is the store's too where it offers one (the processes of one host that share a data
 directory wait for each other on a lock file), so admissions from several processes queue up
 instead of racing. Admissions, a worker's claims, renewals and finishes, and automatic
-admissions all take it; requested admissions that wait for it are committed together by its
-holder (:mod:`adapters.store.grouped_admissions`).
+admissions all take it. Requested admissions wait for the process's turn to commit instead,
+whose holder takes the turns of every scope in its batch and commits them together
+(:mod:`adapters.store.grouped_admissions`).
 """
 
 from __future__ import annotations
