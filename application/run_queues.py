@@ -16,15 +16,15 @@ kept between turns and how admissions are batched is the implementation's busine
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from application.pending import Pending
 from application.store import EventStore
 from domain.dream_queue import DreamQueue
 from domain.dream_run import DreamRun
@@ -32,30 +32,17 @@ from domain.policy import Caller
 from domain.run_lifecycle import QueuedRun
 
 
-@dataclass
-class Admitting:
+@dataclass(eq=False)
+class Admitting(Pending[tuple[Aggregate, int | None]]):
     """One admission waiting to be committed: the run it creates (``run_id``), what its checks
-    read, who acts, and ``admit``, which counts its run in the queue (or refuses)."""
+    read, who acts, and ``admit``, which counts its run in the queue (or refuses). Settled with
+    the run and the position of its commit."""
 
     run_id: UUID
     read: Sequence[Aggregate]
     acted_by: Caller
     admit: Callable[[DreamQueue], Aggregate]
-    settled: threading.Event = field(default_factory=threading.Event)
     run: Aggregate | None = None
-    position: int | None = None
-    error: BaseException | None = None
-
-    def settle(self, run: Aggregate | None = None, position: int | None = None,
-               error: BaseException | None = None) -> None:
-        self.run, self.position, self.error = run, position, error
-        self.settled.set()
-
-    def outcome(self) -> tuple[Aggregate, int | None]:
-        if self.error is not None:
-            raise self.error
-        assert self.run is not None
-        return self.run, self.position
 
 
 class RunQueues(Protocol):

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.store import grouped_admissions
+from adapters.store.grouped_admissions import ScopeAdmitting
 from application import noted_head
 from application.bootstrap import Dreaming
 from application.run_queues import Admitting
@@ -89,7 +89,7 @@ def admit_behind(app: Dreaming, held: HeldCommit, admissions: list[tuple[str, st
     assert held.entered.wait(10)
     for thread in threads[1:]:
         thread.start()
-    wait_until(lambda: len(app.queues.grouped._waiting) == len(admissions) - 1)
+    wait_until(lambda: len(app.queues.grouped.group._waiting) == len(admissions) - 1)
     held.release.set()
     for thread in threads:
         thread.join(10)
@@ -98,7 +98,7 @@ def admit_behind(app: Dreaming, held: HeldCommit, admissions: list[tuple[str, st
 
 def waiting_in(app: Dreaming, scope_id: str) -> int:
     """Admissions to ``scope_id`` waiting to be committed."""
-    return sum(scope == scope_id for scope, _ in app.queues.grouped._waiting)
+    return sum(waiting.scope_id == scope_id for waiting in app.queues.grouped.group._waiting)
 
 
 def wait_until(condition: Callable[[], bool]) -> None:
@@ -250,7 +250,7 @@ def test_a_batch_decides_like_its_admissions_in_order(
                                           {"dream_max_pending_per_scope": capacity})
     waiting = [(scopes[at], admitting(app, scopes[at], who, f"k{key}"))
                for at, who, key in batch]
-    app.queues.grouped._waiting = waiting[:-1]
+    app.queues.grouped.group._waiting = [ScopeAdmitting(*one) for one in waiting[:-1]]
     with suppress(DomainError):  # the leader's own outcome is checked with the others'
         app.queues.admit(*waiting[-1])
     # The model, per scope: in order, a key met earlier in the batch re-runs, a full queue
@@ -289,10 +289,10 @@ def admitting(app: Dreaming, scope_id: str, who: int, key: str) -> Admitting:
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
 def test_more_admissions_than_a_batch_are_committed_batch_after_batch(
         app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(grouped_admissions, "MAX_BATCH", 2)
+    monkeypatch.setattr(app.queues.grouped.group, "max_batch", 2)
     seed_scope(app, "s")
     waiting = [admitting(app, "s", 0, f"k{n}") for n in range(5)]
-    app.queues.grouped._waiting = [("s", one) for one in waiting[:-1]]
+    app.queues.grouped.group._waiting = [ScopeAdmitting("s", one) for one in waiting[:-1]]
     run, _ = app.queues.admit("s", waiting[-1])  # the last of three batches
     assert run.id == waiting[-1].run_id
     assert all(outcome.error is None for outcome in waiting)

@@ -13,17 +13,20 @@ is told so and the others go on; each queue counts every admitted run, so capaci
 exact. One that cannot join the batch (its key is already in it, or it read another version
 of an aggregate the batch read) is told ``write_conflict`` and re-runs on fresh state, as
 after a lost race. A failed commit fails every admission of the batch, none of which was
-stored; each re-runs. Each admission's events are stamped with its own caller.
+stored; each re-runs. Each admission's events are stamped with its own caller. The turn and the
+batches are :mod:`adapters.store.group_commit`'s.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from adapters.store.group_commit import GroupCommit
 from application.noted_head import wrote
 from application.run_queues import Admitting
 from application.store import EventStore, stamp_acted_by
@@ -36,6 +39,21 @@ if TYPE_CHECKING:  # the held queues make their batcher
 MAX_BATCH = 64  # admissions per transaction; those beyond wait for the next turn
 
 
+@dataclass(frozen=True)
+class ScopeAdmitting:
+    """An admission waiting, with the scope whose queue counts it."""
+
+    scope_id: str
+    admitting: Admitting
+
+    @property
+    def settled(self) -> threading.Event:
+        return self.admitting.settled
+
+    def fail(self, error: BaseException) -> None:
+        self.admitting.fail(error)
+
+
 class GroupedAdmissions:
     """Admissions, committed in batches by whichever thread holds the process's turn to
     commit them."""
@@ -43,45 +61,29 @@ class GroupedAdmissions:
     def __init__(self, store: EventStore, queues: HeldQueues) -> None:
         self.store = store
         self.queues = queues
-        self._guard = threading.Lock()
-        self._turn = threading.Lock()  # the committer of the admissions waiting
-        self._waiting: list[tuple[str, Admitting]] = []
+        self.group: GroupCommit[ScopeAdmitting] = GroupCommit(self._commit_batch, MAX_BATCH)
 
     def admit(self, scope_id: str, admitting: Admitting) -> tuple[Aggregate, int | None]:
         """Wait for the turn to commit; unless another holder committed this admission
         meanwhile, commit it with every other one waiting. The run and its position."""
         wrote()  # whichever thread commits it, this call's later reads must include it
-        with self._guard:
-            self._waiting.append((scope_id, admitting))
-        with self._turn:
-            while not admitting.settled.is_set():  # more than a batch may be waiting before it
-                self._commit_batch(self._take_batch())
+        self.group.join(ScopeAdmitting(scope_id, admitting))
         return admitting.outcome()
 
-    def _commit_batch(self, batch: list[tuple[str, Admitting]]) -> None:
-        scopes = sorted({scope_id for scope_id, _ in batch})
+    def _commit_batch(self, batch: list[ScopeAdmitting]) -> None:
+        scopes = sorted({waiting.scope_id for waiting in batch})
         admitted: list[Admitting] = []
         read: dict[UUID, Aggregate] = {}
-        try:
-            with self.queues.turns_of(scopes), self.queues.holding_all(scopes) as queues:
-                for scope_id, admitting in batch:
-                    if self._joins(admitting, queues[scope_id], admitted, read):
-                        admitted.append(admitting)
-                runs = [admitting.run for admitting in admitted if admitting.run is not None]
-                position = (self.store.commit(*runs, *queues.values(), read=read.values())
-                            if runs else None)
-        except BaseException as error:
-            for _, admitting in batch:  # nothing of the batch was stored
-                if not admitting.settled.is_set():
-                    admitting.settle(error=error)
-            raise
+        with self.queues.turns_of(scopes), self.queues.holding_all(scopes) as queues:
+            for waiting in batch:
+                if self._joins(waiting.admitting, queues[waiting.scope_id], admitted, read):
+                    admitted.append(waiting.admitting)
+            runs = [admitting.run for admitting in admitted if admitting.run is not None]
+            position = (self.store.commit(*runs, *queues.values(), read=read.values())
+                        if runs else None)
         for admitting in admitted:
-            admitting.settle(admitting.run, position)
-
-    def _take_batch(self) -> list[tuple[str, Admitting]]:
-        with self._guard:
-            batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
-            return batch
+            assert admitting.run is not None
+            admitting.settle((admitting.run, position))
 
     @staticmethod
     def _joins(admitting: Admitting, queue: DreamQueue, admitted: list[Admitting],
@@ -90,14 +92,14 @@ class GroupedAdmissions:
         when it cannot, or when its own check refuses it."""
         if (any(other.run_id == admitting.run_id for other in admitted)
                 or any(read.get(a.id, a).version != a.version for a in admitting.read)):
-            admitting.settle(error=WriteConflictError(
+            admitting.fail(WriteConflictError(
                 "another admission in the same commit wrote this key or read another "
                 "version of its evidence; nothing was stored"))
             return False
         try:
             admitting.run = admitting.admit(queue)
         except DomainError as refused:  # checked before any change: the queue is untouched
-            admitting.settle(error=refused)
+            admitting.fail(refused)
             return False
         stamp_acted_by([admitting.run, queue], admitting.acted_by)
         read.update((a.id, a) for a in admitting.read)

@@ -43,8 +43,8 @@ from eventsourcing.sqlite import (
 from eventsourcing.utils import Environment, EnvType
 from psycopg.sql import SQL, Composable, Identifier
 
-from adapters.observability.store_metrics import counted_commit
 from adapters.store.file_turns import FileTurns
+from adapters.store.grouped_inserts import GroupedPostgresInserts, GroupedSQLiteInserts, Insert
 from adapters.store.pool_tuning import tune_pool
 from adapters.store.schema_creation import created_at_once
 from adapters.store.sealing import KEYS_TABLE, DataKeys
@@ -114,7 +114,7 @@ class EventStorePool(SynchronousPool):
         return connection
 
 
-class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
+class ReadSetSQLiteApplicationRecorder(GroupedSQLiteInserts, SQLiteApplicationRecorder):
     supports_read_set = True
     store_kind = "sqlite"
     poll_interval: ClassVar[float] = 0.05  # seconds between a subscription's polls
@@ -140,14 +140,6 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     def subscribe(self, gt: int | None = None,
                   topics: Sequence[str] = ()) -> Subscription[ApplicationRecorder]:
         return PollingSubscription(self, gt=gt, topics=topics, interval=self.poll_interval)
-
-    def insert_events(self, stored_events: Sequence[StoredEvent],
-                      **kwargs: Any) -> Sequence[int] | None:
-        with counted_commit(self.store_kind):
-            inserted = super().insert_events(stored_events, **kwargs)
-        if self.data_keys is not None:
-            self.data_keys.committed()
-        return inserted
 
     def scrub(self) -> dict[str, object]:
         """A checkpoint that truncates the write-ahead log: the frames that held destroyed keys
@@ -193,14 +185,15 @@ class ReadSetSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             rows = c.fetchall()
         return _grouped(originator_ids, [(UUID(r[0]), r[1], r[2], r[3], r[4]) for r in rows])
 
-    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent],
-                       *, read_set: ReadSet | None = None, erase_keys: Sequence[UUID] = (),
-                       **kwargs: Any) -> Sequence[int] | None:
-        new_keys = self.data_keys.take_new() if self.data_keys is not None else []
+    def _insert_one(self, c: SQLiteCursor, insert: Insert) -> Sequence[int] | None:
+        """One insert of a batch (``GroupedSQLiteInserts``): its events, data keys and
+        erasure, then its read-set check."""
         # Insert first: that takes SQLite's write lock, so the versions read below are final.
-        notification_ids = super()._insert_events(c, stored_events, **kwargs)
-        if new_keys:
-            _insert_keys(c, self.data_keys.insert_statement, new_keys)  # type: ignore[union-attr]
+        notification_ids = self._insert_events(c, insert.events, **insert.options)
+        if insert.new_keys:
+            _insert_keys(c, self.data_keys.insert_statement,  # type: ignore[union-attr]
+                         insert.new_keys)
+        erase_keys, read_set = insert.erase_keys, insert.read_set
         if erase_keys:
             c.execute(f"DELETE FROM {KEYS_TABLE} WHERE key_id IN "
                       f"({','.join('?' * len(erase_keys))})", [k.hex for k in erase_keys])
@@ -272,8 +265,8 @@ class OnceSnapshotRecorder(RenderedStatements, SerialisedSchema, PostgresAggrega
     insert_events = _once(PostgresAggregateRecorder.insert_events)
 
 
-class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema,
-                                         PostgresApplicationRecorder):
+class ReadSetPostgresApplicationRecorder(GroupedPostgresInserts, RenderedNotifications,
+                                         SerialisedSchema, PostgresApplicationRecorder):
     supports_read_set = True
     store_kind = "postgres"
 
@@ -347,41 +340,34 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
             note_head(int(rows[0]["head"]))
         return [row for row in rows if row["notification_id"] is not None]
 
-    def insert_events(self, stored_events: Sequence[StoredEvent], *,
-                      read_set: ReadSet | None = None, erase_keys: Sequence[UUID] = (),
-                      **kwargs: Any) -> Sequence[int] | None:
-        """Insert in one transaction that checks the read set, with one round trip before the
-        commit: the lock, the insert and the read set's versions go in one pipeline. (The
-        library's insert syncs once for the hook that checked the read set, then again for the
-        insert, all while holding the table's lock, which every writer waits for.) Tried once
-        (see ``_once``).
+    def _insert_one(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline,
+                    insert: Insert) -> Sequence[int] | None:
+        """One insert of a batch (``GroupedPostgresInserts``), with one round trip: the lock,
+        the insert, the data keys, the erasure and the read set's versions go in one pipeline.
 
         The insert takes the table's lock itself, so the versions are read after it: no other
         writer can commit between this read and our commit, and the lock is asked for once.
         An aggregate this insert writes is left to the version constraint (as
         ``EventStore.commit`` does), so our own events cannot move the read set."""
+        stored_events, erase_keys = insert.events, insert.erase_keys
         written = {event.originator_id for event in stored_events}
-        read_set = {key: version for key, version in (read_set or {}).items()
+        read_set = {key: version for key, version in insert.read_set.items()
                     if key not in written}
-        new_keys = self.data_keys.take_new() if self.data_keys is not None else []
-        with (counted_commit(self.store_kind), self.datastore.get_connection() as conn,
-              conn.pipeline() as pipeline,
-              conn.transaction(), conn.cursor() as versions, conn.cursor() as inserted,
-              conn.cursor() as keys):
+        with conn.cursor() as versions, conn.cursor() as inserted, conn.cursor() as keys:
             if stored_events:
-                self._insert_stored_events(inserted, stored_events, **kwargs)
+                self._insert_stored_events(inserted, stored_events, **insert.options)
             elif read_set:
                 self._lock_table(versions)
             if read_set:
                 versions.execute(self._statements["versions"], (list(read_set),), prepare=True)
-            if new_keys:  # made for these events: stored with them or not at all
-                keys.executemany(self.data_keys.insert_statement, new_keys)  # type: ignore[union-attr]
+            if insert.new_keys:  # made for these events: stored with them or not at all
+                keys.executemany(self.data_keys.insert_statement,  # type: ignore[union-attr]
+                                 insert.new_keys)
             if erase_keys:
                 keys.execute(SQL("DELETE FROM {0}.{1} WHERE key_id = ANY(%s) RETURNING key_id")
                              .format(Identifier(self.datastore.schema), Identifier(KEYS_TABLE)),
                              ([key_id.hex for key_id in erase_keys],))
-            # An IntegrityError (a version already taken) is raised here, and an exception
-            # leaving the block rolls the transaction back.
+            # An IntegrityError (a version already taken) is raised here.
             pipeline.sync()
             if erase_keys:
                 _check_erased(len(keys.fetchall()), erase_keys)
@@ -390,11 +376,9 @@ class ReadSetPostgresApplicationRecorder(RenderedNotifications, SerialisedSchema
                 moved = _moved(read_set, current)
                 if moved:
                     raise ReadSetChangedError(moved)
-            ids = ([] if not stored_events
-                   else self._fetch_ids_after_insert_events(inserted, stored_events, **kwargs))
-        if self.data_keys is not None:
-            self.data_keys.committed()
-        return ids
+            return ([] if not stored_events else
+                    self._fetch_ids_after_insert_events(inserted, stored_events,
+                                                        **insert.options))
 
     @cached_property
     def _statements(self) -> dict[str, bytes]:
