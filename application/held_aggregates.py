@@ -49,8 +49,9 @@ class HeldAggregates:
             return None
         for domain_event in events_after(aggregate_id, held.version):
             held = domain_event.mutate(held)
+        twin = held.fork()  # before it is kept: from then on another load may take and change it
         self._keep(held)
-        return held.fork()
+        return twin
 
     def keep(self, aggregate: Forkable) -> None:
         """Hold a fork of ``aggregate`` as loaded (it has no pending events)."""

@@ -179,15 +179,16 @@ class Artifact(Aggregate):
         self._entry_log: dict[str, list[EntryChange]] = {}
 
     def fork(self) -> Artifact:
-        """A copy that shares nothing a command changes with this one: its own lists and
-        dicts (their items are immutable values), no pending events. Cheap beside a rebuild:
-        no decoding, only the containers copied."""
+        """A copy that shares nothing a command changes with this one: its own list of
+        revisions and its own dicts of entries, no pending events. An entry's lists are
+        replaced when it changes, never changed in place, so the twins share them: a fork
+        copies a few pointers per entry, and costs little beside a rebuild even for a Memory of
+        thousands of entries."""
         twin = copy.copy(self)
         twin._pending_events = []
         twin.revisions = list(self.revisions)
-        twin.entry_versions = {entry: list(versions)
-                               for entry, versions in self.entry_versions.items()}
-        twin._entry_log = {entry: list(changes) for entry, changes in self._entry_log.items()}
+        twin.entry_versions = dict(self.entry_versions)
+        twin._entry_log = dict(self._entry_log)
         return twin
 
     # -- reads -------------------------------------------------------------------------------
@@ -357,9 +358,10 @@ class Artifact(Aggregate):
                               text: str, sources: Sequence[SourceRef],
                               artifacts: Sequence[ArtifactRef], content_hash: str,
                               change: str) -> None:
-        versions = self.entry_versions.setdefault(entry_id, [])
-        versions.append(EntryVersion(entry_id, version_id, len(versions) + 1, kind, text,
-                                     tuple(sources), tuple(artifacts), content_hash, revision))
+        versions = self.entry_versions.get(entry_id, [])
+        self.entry_versions[entry_id] = [
+            *versions, EntryVersion(entry_id, version_id, len(versions) + 1, kind, text,
+                                    tuple(sources), tuple(artifacts), content_hash, revision)]
         self._log_entry_change(revision, entry_id, version_id, EntryStatus.ACTIVE, change)
 
     def deactivate_entry(self, entry_id: str, reason: str = "deactivated",
@@ -410,7 +412,8 @@ class Artifact(Aggregate):
 
     def _log_entry_change(self, revision: int, entry_id: str, version_id: str,
                           status: EntryStatus, change: str) -> None:
-        self._entry_log.setdefault(entry_id, []).append(EntryChange(revision, version_id, status))
+        self._entry_log[entry_id] = [*self._entry_log.get(entry_id, []),
+                                     EntryChange(revision, version_id, status)]
         head = self.revisions[-1]
         self.revisions.append(ArtifactRevision(
             revision, head.content, Lineage(), {"change": change, "entry_id": entry_id},

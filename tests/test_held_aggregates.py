@@ -51,6 +51,40 @@ def test_a_fork_shares_nothing_a_command_changes(app: Dreaming) -> None:
     assert len(twin.pending_events) == 4
 
 
+def test_a_fork_shares_the_lists_of_the_entries_it_leaves_alone(app: Dreaming) -> None:
+    """A fork copies no entry's list (it would cost a list per entry at every load): an
+    entry's lists are replaced when it changes, in the twin that changes it."""
+    memory_with_entries(app, 3)
+    held = memory(app)
+    twin = held.fork()
+    twin.revise_entry("e0", "lesson", "revised", [SourceRef("task", "t1")], [], None, None)
+    assert twin.entry_versions["e1"] is held.entry_versions["e1"]
+    assert twin._entry_log["e1"] is held._entry_log["e1"]
+    assert [v.text for v in held.entry_versions["e0"]] == ["lesson 0"]
+    assert [v.text for v in twin.entry_versions["e0"]] == ["lesson 0", "revised"]
+
+
+def test_a_load_forks_the_held_memory_while_no_other_load_can_take_it(
+        app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once kept, the held Memory is another load's to take and bring up to date: a fork made
+    after keeping it could copy it halfway through that change (seen under load as
+    "dictionary changed size during iteration", a 500)."""
+    memory_with_entries(app, 60)
+    memory(app)  # held from here on
+    forked_while_visible: list[bool] = []
+    fork = Artifact.fork
+
+    def watched(aggregate: Artifact) -> Artifact:
+        forked_while_visible.append(app.store.held._held.get(aggregate.id) is aggregate)
+        return fork(aggregate)
+
+    monkeypatch.setattr(Artifact, "fork", watched)
+    app.records.add_entry(LOCAL, "s", "m", "one-more", "lesson", "small")
+    memory(app)
+    assert forked_while_visible  # the held Memory was loaded (and kept) by both calls
+    assert not any(forked_while_visible)
+
+
 def test_only_a_memory_grown_past_its_first_snapshot_is_held(
         open_app: Callable[[], Dreaming]) -> None:
     small, large = open_app(), open_app()
