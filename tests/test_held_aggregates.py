@@ -6,6 +6,8 @@ command changes; adding an entry no longer costs more the more entries a Memory 
 from __future__ import annotations
 
 import copy
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -164,3 +166,42 @@ def test_adding_an_entry_costs_no_more_in_a_large_memory(
     app.records.add_entry(LOCAL, "s", "m", "one-more", "lesson", "small")
     largest = max(decoded, default=0)
     assert largest < 2_000  # an event of its own, not a snapshot of 120 entries
+
+
+def test_writers_of_one_memory_take_turns_instead_of_racing(
+        app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one entry's commit is held, the other writers of the Memory wait for their turn
+    rather than load the same version and lose the race: none of them meets a conflict."""
+    memory_with_entries(app, 1)
+    entered, release = threading.Event(), threading.Event()
+    conflicts: list[WriteConflictError] = []
+    commit = app.store.commit
+
+    def first_held(*changed: Any, **kwargs: Any) -> Any:
+        if not entered.is_set():
+            entered.set()
+            assert release.wait(10)
+        try:
+            return commit(*changed, **kwargs)
+        except WriteConflictError as conflict:
+            conflicts.append(conflict)
+            raise
+
+    monkeypatch.setattr(app.store, "commit", first_held)
+    writers = [threading.Thread(target=app.records.add_entry,
+                                args=(LOCAL, "s", "m", f"w{n}", "lesson", f"written by {n}"))
+               for n in range(4)]
+    writers[0].start()
+    assert entered.wait(10)
+    for writer in writers[1:]:
+        writer.start()
+    deadline = time.monotonic() + 10
+    while app.records.memory_writers._locks.get("s\0m", (None, 0))[1] < 4:  # 1 in, 3 waiting
+        assert time.monotonic() < deadline, "the other writers never waited for their turn"
+        time.sleep(0.005)
+    release.set()
+    for writer in writers:
+        writer.join(10)
+    assert conflicts == []
+    assert memory(app).version == 1 + 1 + 4  # created, one entry, four more
+    assert len(app.records.memory_writers) == 0  # nothing left behind

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from adapters.store.turns import Turns
+from application.turns import Turns
 
 
 def test_one_thread_at_a_time_per_key_and_keys_are_independent() -> None:

@@ -27,9 +27,9 @@ from threading import Lock
 from eventsourcing.domain import Aggregate
 
 from adapters.store.grouped_admissions import GroupedAdmissions
-from adapters.store.turns import Turns
 from application.run_queues import Admitting
 from application.store import EventStore
+from application.turns import Turns
 from domain.dream_queue import DreamQueue
 from domain.dream_run import DreamRun
 from domain.run_lifecycle import QueuedRun

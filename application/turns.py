@@ -6,7 +6,8 @@ clients on one scope most of them loaded the queue, lost the write and retried w
 (409 ``write_conflict`` once the retries ran out). A turn per key makes them queue up in the
 process instead, for the few milliseconds of a load and a commit. Other processes meet them
 at the store's version check, unless the store offers a turn of its own (the processes of one
-host sharing a data directory do: ``adapters.store.held_queues``).
+host sharing a data directory do: ``adapters.store.held_queues``). The writers of a Memory's
+entries take turns the same way (``application.records``).
 """
 
 from __future__ import annotations
