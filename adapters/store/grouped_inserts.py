@@ -38,7 +38,7 @@ MAX_BATCH = 64  # inserts per transaction; those beyond wait for the next turn
 
 
 @dataclass(eq=False)
-class Insert(Pending["Sequence[int] | None"]):
+class Insert(Pending[Sequence[int] | None]):
     """One writer's insert: settled with its events' notification ids once committed."""
 
     events: Sequence[StoredEvent]
