@@ -6,11 +6,10 @@ commit's read set so a concurrent withdrawal or revision cannot slip between che
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
+from functools import partial, wraps
 from typing import Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
@@ -76,7 +75,7 @@ def memory_writers_take_turns(command: Callable[Concatenate[Records, Who, str, s
     adding to one Memory spent most of their time retrying). Other processes, and other
     writers of the Memory (an erasure), still meet them at the version check."""
 
-    @functools.wraps(command)
+    @wraps(command)
     def in_turn(records: Records, who: Who, scope_id: str, memory_id: str, /,
                 *args: P.args, **kwargs: P.kwargs) -> T:
         with records.memory_writers.of(f"{scope_id}\0{memory_id}"):
