@@ -78,8 +78,8 @@ STORE_COMMITS = Counter(
     "dream_store_commits", "Event store commits: ok, read_set_conflict (an aggregate the "
     "command read had moved), version_conflict, outage.", ["store", "outcome"])
 STORE_COMMIT_SECONDS = Histogram("dream_store_commit_duration_seconds",
-                                 "One commit's transaction, lock wait included.", ["store"],
-                                 buckets=REQUEST_BUCKETS)
+                                 "One commit, its group's turn and the write lock included.",
+                                 ["store"], buckets=REQUEST_BUCKETS)
 
 AUTO_DECISIONS = Counter(
     "dream_auto_decisions",
