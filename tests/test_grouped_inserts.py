@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from application.bootstrap import Dreaming
 from domain.errors import WriteConflictError
 from domain.source import Source
 from tests.property_support import STORED
+from tests.test_grouped_admissions import wait_until
 
 IDS = itertools.count()
 
@@ -68,13 +68,6 @@ class HeldTurn:
 @pytest.fixture
 def held_turn(app: Dreaming, monkeypatch: pytest.MonkeyPatch) -> HeldTurn:
     return HeldTurn(app, monkeypatch)
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline, "the writers never queued up"
-        time.sleep(0.002)
 
 
 def committing(app: Dreaming, changed: Source, read: tuple[Source, ...] = ()

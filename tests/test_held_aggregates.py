@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from domain.errors import WriteConflictError
 from domain.ids import artifact_aggregate_id
 from domain.policy import LOCAL
 from domain.refs import ArtifactFamily, SourceRef
+from tests.test_grouped_admissions import wait_until
 from tests.test_hot_scope import count_lost_races
 
 MEMORY = artifact_aggregate_id("s", ArtifactFamily.MEMORY, "m")
@@ -193,10 +193,8 @@ def test_writers_of_one_memory_take_turns_instead_of_racing(
     assert entered.wait(10)
     for writer in writers[1:]:
         writer.start()
-    deadline = time.monotonic() + 10
-    while app.records.memory_writers._locks.get("s\0m", (None, 0))[1] < 4:  # 1 in, 3 waiting
-        assert time.monotonic() < deadline, "the other writers never waited for their turn"
-        time.sleep(0.005)
+    # One writer in its turn, three waiting for it.
+    wait_until(lambda: app.records.memory_writers._locks.get("s\0m", (None, 0))[1] == 4)
     release.set()
     for writer in writers:
         writer.join(10)
