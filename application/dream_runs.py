@@ -18,6 +18,7 @@ from application.access import Acting, ScopeGate
 from application.credentials import Who
 from application.evidence_reader import StoreEvidenceReader, addresses
 from application.ports import Clock, TraceContext, no_trace_context
+from application.read_hints import ReadHints
 from application.retry import retry_on_write_conflict
 from application.run_queues import Admitting, RunQueues
 from application.store import Written
@@ -83,19 +84,22 @@ class DreamRuns:
         self.dream_enabled = dream_enabled
         # Admissions to one scope all write its queue: they take the scope's turn.
         self.queues = queues
+        self.read_hints = ReadHints()
 
     @retry_on_write_conflict
     def request_dream(self, who: Who, scope_id: str,
                       request: DreamRequest) -> Written[Admission]:
         # One round trip authenticates and reads the scope, the run this key names, and the
-        # direct evidence.
+        # evidence: what the request names, and what its lineage named the time before.
         direct = addresses(scope_id, direct_references(request))
-        run_key, existing, acting = self._run_named(who, scope_id, request, direct)
+        run_key, existing, acting = self._run_named(who, scope_id, request,
+                                                    self.with_hints(direct))
         if existing is not None:
             return self._replayed(existing, request)
-        caller, scope, found = acting.caller, acting.scope, acting.found
+        caller, scope = acting.caller, acting.scope
         self.policy.check(caller, scope, Action.CONTRIBUTE)
-        evidence = self.check_evidence(caller, scope, request, found)  # before the turn
+        evidence = self.check_evidence(caller, scope, request,
+                                       self._reader(caller, scope, direct, acting.found))
         trace = self.trace_context()  # this caller's, read here: another thread may commit
         run, position = self.queues.admit(scope.scope_id, Admitting(
             run_key, evidence.read, caller,
@@ -142,20 +146,41 @@ class DreamRuns:
         return self.admit_checked(caller, scope, queue, request, evidence, trigger), evidence.read
 
     def check_evidence(self, caller: Caller, scope: Scope, request: DreamRequest,
-                       read: Mapping[UUID, Aggregate | None] | None = None) -> CheckedEvidence:
-        """Resolve a new run's evidence as its requester, within the scope's budget (``read``:
-        aggregates already read for it)."""
+                       reader: StoreEvidenceReader | None = None) -> CheckedEvidence:
+        """Resolve a new run's evidence as its requester, within the scope's budget (``reader``:
+        one holding what was read for it with the scope, see :meth:`_reader`)."""
         if not self.dream_enabled:
             raise CapabilityUnavailableError("Dream runs are disabled in this deployment")
-        reader = StoreEvidenceReader(self.store, self.policy, scope, caller, read)
-        if read is None:  # else read with the scope already
+        if reader is None:
+            reader = StoreEvidenceReader(self.store, self.policy, scope, caller)
             reader.read_ahead(direct_references(request))
         reader.check_target_head(request.target)
         budget = Budget.of(scope.settings)
         resolve(reader, sources=request.sources, artifacts=request.artifacts,
                 memory_citations=request.memory_citations, budget=budget,
                 include_memory_text=request.operation != DreamOperation.DERIVE_SKILL)
+        self._learn(reader)
         return CheckedEvidence(budget, list(reader.read_set))
+
+    def with_hints(self, direct: Mapping[UUID, type[Aggregate]]
+                   ) -> dict[UUID, type[Aggregate]]:
+        """The aggregates a request names, and those their lineage named last time (ADR-0049):
+        what to read with the scope."""
+        return {**self.read_hints.after(direct), **direct}
+
+    def _reader(self, caller: Caller, scope: Scope, direct: Mapping[UUID, type[Aggregate]],
+                found: Mapping[UUID, Aggregate | None]) -> StoreEvidenceReader:
+        """A reader of what was read with the scope (:meth:`with_hints`): what the request
+        names counts as read; what a hint fetched, only once the resolution asks for it."""
+        read = {aggregate_id: found[aggregate_id] for aggregate_id in direct}
+        hinted = {aggregate_id: aggregate for aggregate_id, aggregate in found.items()
+                  if aggregate_id not in read}
+        return StoreEvidenceReader(self.store, self.policy, scope, caller, read, hinted,
+                                   named=direct)
+
+    def _learn(self, reader: StoreEvidenceReader) -> None:
+        if reader.named is not None:
+            self.read_hints.learn(reader.named, reader.read_besides_named())
 
     def admit_checked(self, caller: Caller, scope: Scope, queue: DreamQueue,
                       request: DreamRequest, evidence: CheckedEvidence,
@@ -216,21 +241,22 @@ class DreamRuns:
         """The run's evidence now, against its frozen manifest if it has one; and what was
         read. Background work acts as the requester, with the requester's current rights."""
         request = run.request
-        scope, found = self.gate.load_with(run.scope_id, addresses(
-            run.scope_id, direct_references(request)))  # in one round trip
+        direct = addresses(run.scope_id, direct_references(request))
+        scope, found = self.gate.load_with(run.scope_id, self.with_hints(direct))  # one read
         requester = self.requester_of(run)
         try:
             self.policy.check(requester, scope, Action.CONTRIBUTE)
         except (ForbiddenError, ScopeNotFoundError) as refused:
             raise AccessRevokedError("the requester may no longer contribute here",
                                      principal=requester.name) from refused
-        reader = StoreEvidenceReader(self.store, self.policy, scope, requester, found)
+        reader = self._reader(requester, scope, direct, found)
         pinned = run.manifest
         resolution = resolve(reader, sources=request.sources, artifacts=request.artifacts,
                              memory_citations=request.memory_citations, budget=run.budget,
                              include_memory_text=request.operation != DreamOperation.DERIVE_SKILL,
                              pinned=pinned)
         reader.check_target_head(request.target)
+        self._learn(reader)
         return resolution, reader
 
     def requester_of(self, run: DreamRun) -> Caller:

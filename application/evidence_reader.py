@@ -40,16 +40,28 @@ class StoreEvidenceReader:
     """Loads each aggregate once per resolution and remembers what it read (the read set)."""
 
     def __init__(self, store: EventStore, policy: AccessPolicy, scope: Scope, caller: Caller,
-                 read: Mapping[UUID, Aggregate | None] | None = None) -> None:
+                 read: Mapping[UUID, Aggregate | None] | None = None,
+                 hinted: Mapping[UUID, Aggregate | None] | None = None,
+                 named: Iterable[UUID] | None = None) -> None:
         self.store = store
         self.policy = policy
         self.scope = scope
         self.caller = caller
         self._loaded: dict[UUID, Aggregate | None] = dict(read or {})  # read along the scope
+        # Read along the scope on a hint (ADR-0049): loaded, and so read, only when asked for.
+        self._hinted: dict[UUID, Aggregate | None] = dict(hinted or {})
+        self.named = None if named is None else frozenset(named)  # what the request names
 
     @property
     def read_set(self) -> list[Aggregate]:
         return [aggregate for aggregate in self._loaded.values() if aggregate is not None]
+
+    def read_besides_named(self) -> dict[UUID, type[Aggregate]]:
+        """The aggregates read besides those the request names, and their classes: what a
+        resolution starting from the same ones will read next time (ADR-0049)."""
+        besides = self._loaded.keys() - (self.named or frozenset())
+        return {aggregate_id: type(aggregate) for aggregate_id in besides
+                if (aggregate := self._loaded[aggregate_id]) is not None}
 
     def source(self, ref: SourceRef) -> Source | None:
         found = self._load(*address(self.scope.scope_id, ref))
@@ -64,7 +76,7 @@ class StoreEvidenceReader:
         """Read the aggregates of ``refs`` not read yet, together (one round trip where the
         store can)."""
         wanted = addresses(self.scope.scope_id, refs)
-        for aggregate_id in self._loaded.keys() & wanted.keys():
+        for aggregate_id in (self._loaded.keys() | self._hinted.keys()) & wanted.keys():
             del wanted[aggregate_id]
         if len(wanted) > 1:
             self._loaded.update(self.store.find_many(wanted))
@@ -87,5 +99,7 @@ class StoreEvidenceReader:
 
     def _load(self, aggregate_id: UUID, kind: type[Aggregate]) -> Aggregate | None:
         if aggregate_id not in self._loaded:
-            self._loaded[aggregate_id] = self.store.find(aggregate_id, kind)
+            self._loaded[aggregate_id] = (self._hinted.pop(aggregate_id)
+                                          if aggregate_id in self._hinted
+                                          else self.store.find(aggregate_id, kind))
         return self._loaded[aggregate_id]

@@ -9,6 +9,7 @@ import pytest
 
 from adapters.generators.factory import GeneratorRegistry
 from application.bootstrap import Dreaming
+from application.read_hints import ReadHints
 from application.store import EventStore
 from domain.dream_queue import DreamQueue
 from domain.errors import ScopeNotFoundError, SourceNotFoundError
@@ -163,16 +164,22 @@ def test_aggregates_that_cannot_have_a_snapshot_are_found_together_in_one_query(
     assert store_reads == []
 
 
-def test_an_admission_reads_its_scope_its_key_and_its_evidence_in_two_round_trips(
+def test_an_admission_reads_its_scope_its_key_and_its_evidence_in_one_round_trip(
         app: Dreaming, store_reads: list[str]) -> None:
     seed_scope(app, "s")
     admit(app, "s", "first")
+    app.runs.read_hints = ReadHints()  # what the first admission's resolution taught, forgotten
     store_reads.clear()
     admit(app, "s", "second")
     # Scope, the key's run and the requested Experience together; then both Sources its
     # lineage names (the task, and its own write's provenance) together; then the events after
     # the held queue's version. One at a time, that was seven reads.
     assert store_reads == ["select_events_of_many", "select_events_of_many", "select_events"]
+    store_reads.clear()
+    admit(app, "s", "third")
+    # The same Experience named again: the Sources its lineage named come with the first read
+    # (ADR-0049).
+    assert store_reads == ["select_events_of_many", "select_events"]
     assert app.runs.get_dream(LOCAL, "s", run_id_of(app, "second")).run_id
     store_reads.clear()
     replayed = app.runs.request_dream(LOCAL, "s", request("second"))
@@ -198,10 +205,10 @@ def test_a_worker_reads_the_scope_with_the_runs_evidence_and_a_candidate_from_it
         assert finished is not None
         assert finished.status == "succeeded"
     # The second run reuses the first one's proposal (same evidence): its run, the held
-    # queue's refresh, the scope with the requested Experience, the Sources of its lineage,
-    # the proposal record, the earlier Candidate (no snapshot lookup), the queue again, and
-    # the run as stored. Ten reads before.
-    assert len(store_reads) == 8, store_reads
+    # queue's refresh, the scope with the requested Experience and the Sources of its lineage
+    # (ADR-0049), the proposal record, the earlier Candidate (no snapshot lookup), the queue
+    # again, and the run as stored. Ten reads before.
+    assert len(store_reads) == 7, store_reads
     assert "snapshot" not in store_reads
 
 
