@@ -13,7 +13,11 @@ For each workload (``admit``: ``POST /v1/scopes/{s}/dream``; ``record``:
 2. then constant arrival rates of 50 % and 80 % of it, in interleaved rounds: p50, p99 and
    p99.9 latency (medians over the rounds) and the rate achieved.
 
-The load generator runs on the same machine as the server and takes CPU from it.
+The load generator runs on the same machine as the server and takes CPU from it: it is the
+lean client (:mod:`benchmarks.lean_http`: requests encoded before the clock starts, under 0.1 ms
+of CPU each), so that the latency measured is the server's rather than the client's own
+queueing; until 2026-12-07 it was ``httpx`` (0.5 to 0.9 ms of CPU a request), which at 80 % of
+capacity took about as much of the two cores as the server.
 
     dream bench open_loop [--quick] [--json] [--stores sqlite,postgres] [--output PATH]
 """
@@ -28,18 +32,17 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from benchmarks.core import STORES, benchmark_parser, publish, say_unless_json
-from benchmarks.dream_admissions import ADMISSIONS_PER_SCOPE, ConflictResends, prepare_scope
+from benchmarks.dream_admissions import ADMISSIONS_PER_SCOPE, prepare_scope
 from benchmarks.dream_workload import REQUEST_TIMEOUT_S, idle_server
-from benchmarks.http import Call, Server, send
+from benchmarks.http import Call, Server
+from benchmarks.lean_http import LeanConnection, lean_clients
 from domain.dream_request import DreamOperation
 from domain.refs import ArtifactFamily
 from dream_client import DreamClient
@@ -50,6 +53,7 @@ CLOSED_CLIENTS = 8
 SENDERS = 48  # requests that can be in flight at once; later ones wait, and are charged for it
 P99_TARGET_MS = 50.0  # at 80 % of capacity, on SQLite (docs/benchmarks.md)
 SOURCE_TEXT = "The nightly export timed out twice; raising the batch size fixed it."
+HEALTH = Call("GET", "/healthz", None)
 
 
 @dataclass(frozen=True)
@@ -144,20 +148,20 @@ class Numbers:
 
 
 @contextmanager
-def senders(server: Server, count: int) -> Iterator[list[httpx.Client]]:
-    """``count`` clients, each its own connection, already open (made and connected before any
+def senders(server: Server, count: int) -> Iterator[list[LeanConnection]]:
+    """``count`` lean clients, each its own connection, already open (connected before any
     clock starts), re-sending a 409 ``write_conflict`` as a client should (the re-send's time
     counts in the request's latency)."""
-    with ExitStack() as stack:
-        clients = [stack.enter_context(httpx.Client(
-            base_url=server.base_url, headers=server.headers, timeout=REQUEST_TIMEOUT_S,
-            transport=ConflictResends())) for _ in range(count)]
-        for client in clients:
-            client.get("/healthz").raise_for_status()
+    with lean_clients(server, count, REQUEST_TIMEOUT_S) as clients:
+        in_threads(clients, connect)
         yield clients
 
 
-def in_threads(clients: list[httpx.Client], work: Callable[[httpx.Client], None]) -> None:
+def connect(client: LeanConnection) -> None:
+    client.send_ok(client.encode(HEALTH))
+
+
+def in_threads(clients: list[LeanConnection], work: Callable[[LeanConnection], None]) -> None:
     threads = [threading.Thread(target=work, args=(client,)) for client in clients]
     for thread in threads:
         thread.start()
@@ -165,7 +169,7 @@ def in_threads(clients: list[httpx.Client], work: Callable[[httpx.Client], None]
         thread.join()
 
 
-def capacity(clients: list[httpx.Client], workload: Workload, first: int,
+def capacity(clients: list[LeanConnection], workload: Workload, first: int,
              seconds: float) -> tuple[float, int]:
     """Completed requests per second with ``CLOSED_CLIENTS`` closed-loop clients, and the next
     unused request number."""
@@ -174,10 +178,10 @@ def capacity(clients: list[httpx.Client], workload: Workload, first: int,
     closed = clients[:CLOSED_CLIENTS]
     deadline = time.perf_counter() + seconds
 
-    def client_loop(client: httpx.Client) -> None:
+    def client_loop(client: LeanConnection) -> None:
         index = closed.index(client)
         while time.perf_counter() < deadline:
-            send(client, workload.call(numbers.take()))
+            client.send_ok(client.encode(workload.call(numbers.take())))
             done[index] += 1
 
     began = time.perf_counter()
@@ -198,23 +202,24 @@ class Level:
         return ordered[min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-def open_loop(clients: list[httpx.Client], workload: Workload, first: int, rate: float,
+def open_loop(clients: list[LeanConnection], workload: Workload, first: int, rate: float,
               seconds: float, fraction: float) -> Level:
     """Requests ``first`` … due at a constant ``rate`` for ``seconds``; each one's latency from
     its due time."""
     total = max(1, int(rate * seconds))
     workload.prepare(range(first, first + total))
-    calls = [workload.call(first + i) for i in range(total)]  # encoded before the clock starts
+    # Encoded before the clock starts (every client sends the same headers).
+    calls = [clients[0].encode(workload.call(first + i)) for i in range(total)]
     latencies = [0.0] * total
     numbers = Numbers(0)
     start = time.perf_counter() + 0.1
 
-    def sender_loop(client: httpx.Client) -> None:
+    def sender_loop(client: LeanConnection) -> None:
         while (i := numbers.take()) < total:
             due = start + i / rate
             if (wait := due - time.perf_counter()) > 0:
                 time.sleep(wait)
-            send(client, calls[i])
+            client.send_ok(calls[i])
             latencies[i] = (time.perf_counter() - due) * 1000
 
     gc.collect()
