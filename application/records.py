@@ -250,11 +250,12 @@ class Records:
                          content: Mapping[str, Any], principal: str, expected_revision: int,
                          lineage: Lineage | None = None) -> Written[Artifact]:
         """Basic management replace: a new revision, checked against the expected head."""
-        caller, scope, artifact = self._writable(who, scope_id, family, artifact_id)
+        lineage = lineage or Lineage()
+        caller, scope, artifact, found = self._writable(who, scope_id, family, artifact_id,
+                                                        lineage)
         artifact.check_expected_revision(expected_revision)
         content = validate_content(artifact.family, content)
-        lineage = lineage or Lineage()
-        read = self._check_lineage(caller, scope, lineage)
+        read = self._check_lineage(caller, scope, lineage, found)
         write = self._management_source(artifact.scope_id, family, artifact_id,
                                         artifact.head_revision + 1, "replace", content, principal)
         artifact.revise(content, self._with_source(lineage, write.ref),
@@ -302,9 +303,9 @@ class Records:
                   subject: str | None = None) -> Written[EntryWritten]:
         """Add an entry; ``subject`` names the data subject its text is about (every version
         of the entry is erased with the subject)."""
-        caller, scope, memory = self._contributing_to(who, scope_id, memory_id)
-        read = self._check_lineage(caller, scope,
-                                   Lineage(tuple(sources), tuple(artifacts)))
+        lineage = Lineage(tuple(sources), tuple(artifacts))
+        caller, scope, memory, found = self._contributing_to(who, scope_id, memory_id, lineage)
+        read = self._check_lineage(caller, scope, lineage, found)
         entry = memory.add_entry(entry_id, kind, text, sources, artifacts, expected_revision)
         if subject is not None:
             self._tag(KeyRecord.of(memory.id, entry_id), memory.scope_id, subject)
@@ -317,9 +318,9 @@ class Records:
                      kind: str, text: str, sources: Sequence[SourceRef] = (),
                      artifacts: Sequence[ArtifactRef] = (), expected_revision: int | None = None,
                      expected_entry_version_id: str | None = None) -> Written[EntryWritten]:
-        caller, scope, memory = self._contributing_to(who, scope_id, memory_id)
-        read = self._check_lineage(caller, scope,
-                                   Lineage(tuple(sources), tuple(artifacts)))
+        lineage = Lineage(tuple(sources), tuple(artifacts))
+        caller, scope, memory, found = self._contributing_to(who, scope_id, memory_id, lineage)
+        read = self._check_lineage(caller, scope, lineage, found)
         entry = memory.revise_entry(entry_id, kind, text, sources, artifacts, expected_revision,
                                     expected_entry_version_id)
         return Written(EntryWritten(memory.head_ref, entry),
@@ -330,7 +331,7 @@ class Records:
     def deactivate_entry(self, who: Who, scope_id: str, memory_id: str, entry_id: str,
                          reason: str = "deactivated", expected_revision: int | None = None,
                          ) -> Written[EntryWritten]:
-        caller, _, memory = self._contributing_to(who, scope_id, memory_id)
+        caller, _, memory, _ = self._contributing_to(who, scope_id, memory_id)
         memory.deactivate_entry(entry_id, reason, expected_revision)
         return Written(EntryWritten(memory.head_ref, memory.current_entry(entry_id)),
                        self.store.commit(memory, acted_by=caller))
@@ -339,7 +340,7 @@ class Records:
     @memory_writers_take_turns
     def reactivate_entry(self, who: Who, scope_id: str, memory_id: str, entry_id: str,
                          expected_revision: int | None = None) -> Written[EntryWritten]:
-        caller, _, memory = self._contributing_to(who, scope_id, memory_id)
+        caller, _, memory, _ = self._contributing_to(who, scope_id, memory_id)
         memory.reactivate_entry(entry_id, expected_revision)
         return Written(EntryWritten(memory.head_ref, memory.current_entry(entry_id)),
                        self.store.commit(memory, acted_by=caller))
@@ -365,36 +366,36 @@ class Records:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _contributing_to(self, who: Who, scope_id: str, memory_id: str
-                         ) -> tuple[Caller, Scope, Artifact]:
-        return self._writable(who, scope_id, ArtifactFamily.MEMORY, memory_id)
+    def _contributing_to(self, who: Who, scope_id: str, memory_id: str,
+                         lineage: Lineage | None = None
+                         ) -> tuple[Caller, Scope, Artifact, dict[UUID, Any]]:
+        return self._writable(who, scope_id, ArtifactFamily.MEMORY, memory_id, lineage)
 
-    def _writable(self, who: Who, scope_id: str, family: str, artifact_id: str
-                  ) -> tuple[Caller, Scope, Artifact]:
+    def _writable(self, who: Who, scope_id: str, family: str, artifact_id: str,
+                  lineage: Lineage | None = None
+                  ) -> tuple[Caller, Scope, Artifact, dict[UUID, Any]]:
         """Who writes, the scope and the artifact, read in one round trip: writing needs
-        contribute, and read of the artifact (a write answers with its state)."""
+        contribute, and read of the artifact (a write answers with its state). What
+        ``lineage`` cites comes with them, unchecked: for :meth:`_check_lineage`."""
         key = artifact_aggregate_id(scope_id, family, artifact_id)
-        acting = self.gate.acting_in(who, scope_id, Action.CONTRIBUTE, {key: Artifact})
+        cited = {} if lineage is None else lineage_addresses(scope_id, lineage)
+        acting = self.gate.acting_in(who, scope_id, Action.CONTRIBUTE, {**cited, key: Artifact})
         self.policy.check(acting.caller, acting.scope, Action.READ,
                           Resource.artifact(family, artifact_id))
         check_family(family)
         artifact: Artifact | None = acting.found[key]
         if artifact is None:
             raise _artifact_not_found(family, artifact_id)
-        return acting.caller, acting.scope, artifact
+        return acting.caller, acting.scope, artifact, acting.found
 
-    def _check_lineage(self, caller: Caller, scope: Scope, lineage: Lineage) -> list[Aggregate]:
-        """Every referenced aggregate, read in one round trip, each exact reference proved to
-        exist, to be readable by the caller and usable, in the order of the references."""
+    def _check_lineage(self, caller: Caller, scope: Scope, lineage: Lineage,
+                       found: Mapping[UUID, Any] | None = None) -> list[Aggregate]:
+        """Every referenced aggregate, read in one round trip (or read already: ``found``),
+        each exact reference proved to exist, to be readable by the caller and usable, in the
+        order of the references."""
         scope_id = scope.scope_id
-        found = self.store.find_many({
-            **{source_aggregate_id(scope_id, ref.source_type, ref.source_id): Source
-               for ref in lineage.sources},
-            **{artifact_aggregate_id(scope_id, ref.family, ref.artifact_id): Artifact
-               for ref in lineage.artifacts},
-            **{artifact_aggregate_id(scope_id, ArtifactFamily.MEMORY,
-                                     citation.memory_ref.artifact_id): Artifact
-               for citation in lineage.memory_citations}})
+        if found is None:
+            found = self.store.find_many(lineage_addresses(scope_id, lineage))
         read: list[Aggregate] = []
         for source_ref in lineage.sources:
             self.policy.check(caller, scope, Action.READ,
@@ -475,3 +476,16 @@ def _artifact_not_found(family: str, artifact_id: str) -> ArtifactNotFoundError:
 def _source_not_found(ref: SourceRef) -> SourceNotFoundError:
     return SourceNotFoundError(f"source {ref.source_type}/{ref.source_id} does not exist",
                                source=ref.to_dict())
+
+
+def lineage_addresses(scope_id: str, lineage: Lineage) -> dict[UUID, type[Aggregate]]:
+    """The aggregates a lineage cites, and their classes."""
+    return {
+        **{source_aggregate_id(scope_id, ref.source_type, ref.source_id): Source
+           for ref in lineage.sources},
+        **{artifact_aggregate_id(scope_id, ref.family, ref.artifact_id): Artifact
+           for ref in lineage.artifacts},
+        **{artifact_aggregate_id(scope_id, ArtifactFamily.MEMORY,
+                                 citation.memory_ref.artifact_id): Artifact
+           for citation in lineage.memory_citations}}
+

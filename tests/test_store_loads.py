@@ -12,9 +12,10 @@ from application.bootstrap import Dreaming
 from application.read_hints import ReadHints
 from application.store import EventStore
 from domain.dream_queue import DreamQueue
-from domain.errors import ScopeNotFoundError, SourceNotFoundError
+from domain.errors import ReferenceNotFoundError, ScopeNotFoundError, SourceNotFoundError
 from domain.ids import source_aggregate_id
 from domain.policy import LOCAL
+from domain.refs import SourceRef
 from domain.scope import Scope
 from domain.source import Source
 from tests.dream_support import ScriptedModel
@@ -226,3 +227,23 @@ def test_reading_amending_and_withdrawing_a_source_each_read_in_one_round_trip(
     assert app.records.get_source(LOCAL, "s", "task", "t-1").withdrawn
     with pytest.raises(SourceNotFoundError):
         app.records.get_source(LOCAL, "s", "task", "t-2")
+
+
+def test_an_entry_reads_the_sources_it_cites_with_the_scope(
+        app: Dreaming, store_reads: list[str]) -> None:
+    seed_scope(app, "s")
+    app.records.create_memory(LOCAL, "s", "m", "tester")
+    cited = [SourceRef("task", "t")]
+    app.records.add_entry(LOCAL, "s", "m", "e0", "lesson", "first", sources=cited)
+    store_reads.clear()
+    app.records.add_entry(LOCAL, "s", "m", "e1", "lesson", "second", sources=cited)
+    app.records.revise_entry(LOCAL, "s", "m", "e1", "lesson", "second, revised", sources=cited)
+    # Each time the scope, the Memory (too small yet for a snapshot) and the cited Source
+    # together: one read each, not two (the Sources were read after the Memory).
+    assert store_reads == ["select_events_of_many"] * 2
+    with pytest.raises(ReferenceNotFoundError):  # a Source that is not there is still refused
+        app.records.add_entry(LOCAL, "s", "m", "e2", "lesson", "third",
+                              sources=[SourceRef("task", "missing")])
+    entry = app.records.get_artifact(LOCAL, "s", "memory", "m").current_entry("e1")
+    assert entry.text == "second, revised"
+    assert entry.sources == tuple(cited)
