@@ -17,6 +17,7 @@ from eventsourcing.domain import Aggregate
 
 from application.access import ScopeGate
 from application.credentials import Who
+from application.evidence_reader import addresses
 from application.ports import Clock
 from application.retry import retry_on_write_conflict
 from application.store import Written
@@ -468,6 +469,11 @@ class Records:
                        memory_citations=lineage.memory_citations)
 
 
+def lineage_addresses(scope_id: str, lineage: Lineage) -> dict[UUID, type[Aggregate]]:
+    """The aggregates a lineage cites, and their classes."""
+    return addresses(scope_id, [*lineage.sources, *lineage.artifacts, *lineage.memory_citations])
+
+
 def _artifact_not_found(family: str, artifact_id: str) -> ArtifactNotFoundError:
     return ArtifactNotFoundError(f"{family}/{artifact_id} does not exist", family=family,
                                  artifact_id=artifact_id)
@@ -476,16 +482,3 @@ def _artifact_not_found(family: str, artifact_id: str) -> ArtifactNotFoundError:
 def _source_not_found(ref: SourceRef) -> SourceNotFoundError:
     return SourceNotFoundError(f"source {ref.source_type}/{ref.source_id} does not exist",
                                source=ref.to_dict())
-
-
-def lineage_addresses(scope_id: str, lineage: Lineage) -> dict[UUID, type[Aggregate]]:
-    """The aggregates a lineage cites, and their classes."""
-    return {
-        **{source_aggregate_id(scope_id, ref.source_type, ref.source_id): Source
-           for ref in lineage.sources},
-        **{artifact_aggregate_id(scope_id, ref.family, ref.artifact_id): Artifact
-           for ref in lineage.artifacts},
-        **{artifact_aggregate_id(scope_id, ArtifactFamily.MEMORY,
-                                 citation.memory_ref.artifact_id): Artifact
-           for citation in lineage.memory_citations}}
-
