@@ -8,13 +8,13 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from adapters.api.schemas import Health, ProjectionHealth, WorkerHealth
-from adapters.http.dependencies import App
+from adapters.http.dependencies import App, OneHopRoute
 from adapters.http.metrics import prometheus_text
 from adapters.observability.metrics import exposition
 from adapters.store.projection_runtime import RunningProjection
 from application.bootstrap import Dreaming
 
-router = APIRouter()
+router = APIRouter(route_class=OneHopRoute)
 
 
 @router.get("/healthz", tags=["ops"], responses={
