@@ -172,12 +172,11 @@ def read_view(request: Request, response: Response, app: Dreaming,
 
 def answered(model: BaseModel, status_code: int = 200,
              headers: Mapping[str, str] | None = None) -> Response:
-    """``model`` as the JSON response, serialised where the route runs.
-
-    Returned as a model, a synchronous route's answer goes to a second worker thread only to be
-    validated again (FastAPI does that for every such route), a thread hop per request on the
-    hottest routes. The route names its ``response_model`` for the API document; the bytes are
-    the ones FastAPI would send."""
+    """``model`` as the JSON response, serialised by an ``async`` route itself: one that
+    chooses its status and headers after its command ran (an admission: 202 or 200 and
+    ``Location``), or answers a hot read without FastAPI's check of an answer it built from
+    the model. The route names its ``response_model`` for the API document; the bytes are the
+    ones FastAPI would send."""
     return Response(model.model_dump_json(), status_code=status_code, headers=headers,
                     media_type="application/json")
 
