@@ -195,25 +195,23 @@ class AnalyticsView(AnalyticsQueries, SummedCounters, ABC):
     def _candidate(self, cursor: ViewCursor, aggregate_id: UUID) -> Row:
         """Where a Candidate belongs and came from: fixed at its proposal (remembered,
         ADR-0037); only its ``versions`` column changes, and it is not part of this."""
-        identities = memo_of(self, CANDIDATES)
-        identity: Row | None = identities.get(aggregate_id)
-        if identity is None:
+
+        def read() -> Row:
             row = self._row(cursor, "_candidate_identity", "candidate", aggregate_id)
-            identity = {name: row[name] for name in PROPOSAL_NAMES}
-            identities.remember(aggregate_id, identity)
+            return {name: row[name] for name in PROPOSAL_NAMES}
+
+        identity: Row = memo_of(self, CANDIDATES).recall(aggregate_id, read)
         return identity
 
     def _operation(self, cursor: ViewCursor, scope_id: str, run_id: str) -> str | None:
         """A run's operation, fixed when it was accepted (remembered, ADR-0037)."""
-        operations = memo_of(self, RUN_OPERATIONS)
-        operation: str | None = operations.get((scope_id, run_id))
-        if operation is None:
+
+        def read() -> str | None:
             run = self._fetch_equal(cursor, ("operation",), {
                 "scope_id": scope_id, "run_id": run_id}, "_dream_runs")
-            if run is None:
-                return None
-            operation = str(run["operation"])
-            operations.remember((scope_id, run_id), operation)
+            return None if run is None else str(run["operation"])
+
+        operation: str | None = memo_of(self, RUN_OPERATIONS).recall((scope_id, run_id), read)
         return operation
 
     def _row(self, cursor: ViewCursor, suffix: str, what: str, aggregate_id: UUID) -> Row:

@@ -37,6 +37,7 @@ from domain.source import Eligibility, Source
 from projections.backends import PostgresProjectionView, SQLiteProjectionView
 from projections.base import ProjectionSpec, ProjectionView
 from projections.dialect import POSITION, SCOPE_ID, Columns, Row, ViewCursor, row_values
+from projections.memo import memo_of
 from projections.runnable import changes_no_row
 from projections.times import from_micros, to_micros
 
@@ -73,6 +74,7 @@ SCOPES: Columns = (
     ("ready", "bool", "NOT NULL"),  # pending > 0 and pending >= min_new: indexed with the order
 )
 HOUR_MICROS = 3_600_000_000
+MEMORY_TABLE = "_memories"
 DueKey = tuple[int, str]  # (the oldest pending record's position, scope id): the order
 
 
@@ -90,12 +92,12 @@ class ScopeSchedule:
 
 class AutoRecordsView(ProjectionView, ABC):
     def view_tables(self) -> list[str]:
-        return [self.table(), self.table("_memories"), self.table("_scopes")]
+        return [self.table(), self.table(MEMORY_TABLE), self.table("_scopes")]
 
     def view_statements(self) -> list[str]:
         return [
             self._table_ddl("", COLUMNS),
-            self._table_ddl("_memories", MEMORIES),
+            self._table_ddl(MEMORY_TABLE, MEMORIES),
             self._table_ddl("_scopes", SCOPES),
             # The scopes with enough records, oldest first: a tick never walks the others.
             self._index_ddl("due", "_scopes", "enabled, window_open, ready, first_pending"),
@@ -128,25 +130,26 @@ class AutoRecordsView(ProjectionView, ABC):
     def memory_created(self, owner: UUID, scope_id: str, memory_id: str,
                        tracking: Tracking) -> None:
         with self.tracked(tracking) as cursor:
-            self._insert(cursor, "_memories", {"owner": str(owner), "scope_id": scope_id,
-                                               "memory_id": memory_id})
+            self._insert(cursor, MEMORY_TABLE, {"owner": str(owner), "scope_id": scope_id,
+                                                 "memory_id": memory_id})
+            memo_of(self, MEMORY_TABLE).remember(str(owner), (scope_id, memory_id))
 
     def entry_written(self, event: Artifact.EntryAdded, tracking: Tracking) -> None:
         with self.tracked(tracking) as cursor:
-            memory = self._fetch_equal(cursor, ("scope_id", "memory_id"),
-                                       {"owner": str(event.originator_id)}, "_memories")
+            memory = self._memory(cursor, str(event.originator_id))
             if memory is None:
                 return  # entries live only in Memory artifacts
+            scope_id, memory_id = memory
             entry = {"owner": str(event.originator_id), "entry_id": event.entry_id}
             self._set(cursor, entry, {"latest": False})
             citation = MemoryCitation(
-                ArtifactRef(ArtifactFamily.MEMORY, memory["memory_id"], event.revision),
+                ArtifactRef(ArtifactFamily.MEMORY, memory_id, event.revision),
                 event.entry_id, event.entry_version_id)
             self._insert(cursor, "", self._row(
-                f"{event.originator_id}:{event.entry_version_id}", memory["scope_id"],
+                f"{event.originator_id}:{event.entry_version_id}", scope_id,
                 event.originator_id, event.entry_id, RecordKind.MEMORY_ENTRY,
                 citation.to_dict(), event.timestamp, True, tracking))
-            self._adjust_pending(cursor, memory["scope_id"], [tracking.notification_id], +1)
+            self._adjust_pending(cursor, scope_id, [tracking.notification_id], +1)
 
     def entry_status(self, owner: UUID, entry_id: str, active: bool,
                      tracking: Tracking) -> None:
@@ -212,6 +215,18 @@ class AutoRecordsView(ProjectionView, ABC):
                 "retries": retries,
                 "retry_at": to_micros(completed_at + retry_backoff(retries))}, "_scopes")
 
+    def _memory(self, cursor: ViewCursor, owner: str) -> tuple[str, str] | None:
+        """``(scope_id, memory_id)`` of a Memory artifact whose creation this view applied (a
+        row that never changes: remembered, ADR-0037); None for any other artifact."""
+
+        def read() -> tuple[str, str] | None:
+            row = self._fetch_equal(cursor, ("scope_id", "memory_id"), {"owner": owner},
+                                    MEMORY_TABLE)
+            return None if row is None else (str(row["scope_id"]), str(row["memory_id"]))
+
+        memory: tuple[str, str] | None = memo_of(self, MEMORY_TABLE).recall(owner, read)
+        return memory
+
     def _stop_counting(self, cursor: ViewCursor, where: Mapping[str, object]) -> None:
         """The counted rows matching ``where`` count no more."""
         counted = {**where, "counted": True}
@@ -225,21 +240,21 @@ class AutoRecordsView(ProjectionView, ABC):
     def _adjust_pending(self, cursor: ViewCursor, scope_id: str, positions: Sequence[int],
                         sign: int) -> None:
         """Records at ``positions`` started (+1) or stopped (-1) counting: the scope's pending
-        count moves by those after its cursor; its oldest pending record is one index seek."""
-        scope = self._fetch_equal(cursor, ("cursor_position",), {"scope_id": scope_id},
-                                  "_scopes")
-        if scope is None:
-            return
-        delta = sign * sum(1 for position in positions if position > scope["cursor_position"])
-        if delta:
-            p = self.dialect.param
-            cursor.execute(
-                f"UPDATE {self.table('_scopes')} SET pending = pending + {p('delta')}, "
-                f"first_pending = ({self._pending_sql('MIN(position)')}), "
-                f"ready = (pending + {p('delta')} > 0 AND pending + {p('delta')} >= min_new) "
-                f"WHERE scope_id = {p('scope_id')}",
-                {"delta": delta, "scope_id": scope_id, "yes": True,
-                 "after": scope["cursor_position"]})
+        count moves by those after its cursor; its oldest pending record is one index seek.
+        One statement, which compares the positions with the cursor itself: a read first
+        would cost a round trip on PostgreSQL for every Source and entry applied."""
+        p = self.dialect.param
+        scopes = self.table("_scopes")
+        after_cursor = " + ".join(f"(CASE WHEN {p(f'p{i}')} > cursor_position THEN 1 ELSE 0 END)"
+                                  for i in range(len(positions)))
+        moved = f"pending {'+' if sign > 0 else '-'} ({after_cursor})"
+        cursor.execute(
+            f"UPDATE {scopes} SET pending = {moved}, "
+            f"first_pending = ({self._pending_sql('MIN(position)', f'{scopes}.cursor_position')}), "
+            f"ready = ({moved} > 0 AND {moved} >= min_new) "
+            f"WHERE scope_id = {p('scope_id')} AND ({after_cursor}) > 0",
+            {"scope_id": scope_id, "yes": True,
+             **{f"p{i}": position for i, position in enumerate(positions)}})
 
     def _recount(self, cursor: ViewCursor, scope_id: str) -> None:
         """The scope's counted records after its (moved) cursor: how many, and the oldest."""
@@ -259,11 +274,12 @@ class AutoRecordsView(ProjectionView, ABC):
         cursor.execute(f"UPDATE {self.table('_scopes')} SET ready = (pending > 0 AND "
                        f"pending >= min_new) WHERE {' AND '.join(self._equal(where))}", where)
 
-    def _pending_sql(self, columns: str) -> str:
-        """``columns`` over the scope's counted records after ``after``."""
+    def _pending_sql(self, columns: str, after: str | None = None) -> str:
+        """``columns`` over the scope's counted records after ``after`` (a parameter by
+        default; or an expression)."""
         p = self.dialect.param
         return (f"SELECT {columns} FROM {self.table()} WHERE scope_id = {p('scope_id')} "
-                f"AND counted = {p('yes')} AND position > {p('after')}")
+                f"AND counted = {p('yes')} AND position > {after or p('after')}")
 
     def _row(self, key: str, scope_id: str, owner: UUID, entry_id: str | None, kind: str,
              ref: dict[str, Any], recorded_at: datetime, counted: bool,

@@ -123,13 +123,12 @@ class EventFeedView(ProjectionView, ABC):
     def _owner(self, cursor: ViewCursor, aggregate: str) -> str | None:
         """The scope of an aggregate whose first event this view applied (an owner row never
         changes: remembered)."""
-        owners = memo_of(self, OWNERS)
-        scope: str | None = owners.get(aggregate)
-        if scope is None:
+
+        def read() -> str | None:
             row = self._fetch_equal(cursor, ("scope_id",), {"aggregate_id": aggregate}, OWNERS)
-            if row is not None:
-                scope = str(row["scope_id"])
-                owners.remember(aggregate, scope)
+            return None if row is None else str(row["scope_id"])
+
+        scope: str | None = memo_of(self, OWNERS).recall(aggregate, read)
         return scope
 
     # -- queries ------------------------------------------------------------------------------

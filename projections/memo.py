@@ -10,10 +10,12 @@ events alone, so whichever process applies them remembers the same.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
 
 MEMO_SIZE = 100_000
 
@@ -30,6 +32,17 @@ class Memo(Generic[K, V]):
         if len(self._values) >= self._size:
             self._values.clear()
         self._values[key] = value
+
+    def recall(self, key: K, read: Callable[[], T]) -> V | T:
+        """The value remembered for ``key``, else what ``read()`` finds (remembered unless
+        None)."""
+        remembered = self._values.get(key)
+        if remembered is not None:
+            return remembered
+        value = read()
+        if value is not None:
+            self.remember(key, value)  # type: ignore[arg-type]  # read() gives a V or None
+        return value
 
     def forget(self) -> None:
         self._values.clear()

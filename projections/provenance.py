@@ -191,16 +191,17 @@ class ProvenanceView(ProjectionView, ABC):
                   aggregate_type: str) -> tuple[str, str, str]:
         """``(scope_id, family, name)`` of an aggregate whose creation this view applied (an
         identity row never changes: remembered)."""
-        identities = memo_of(self, "identity")
-        identity: tuple[str, str, str] | None = identities.get((aggregate_id, aggregate_type))
-        if identity is None:
+
+        def read() -> tuple[str, str, str]:
             row = self._fetch_equal(cursor, ("scope_id", "family", "name"), {
                 "aggregate_id": str(aggregate_id), "aggregate_type": aggregate_type},
                 "_identity")
             if row is None:
                 raise self._missing(aggregate_type, aggregate_id, "_identity")
-            identity = str(row["scope_id"]), str(row["family"]), str(row["name"])
-            identities.remember((aggregate_id, aggregate_type), identity)
+            return str(row["scope_id"]), str(row["family"]), str(row["name"])
+
+        identity: tuple[str, str, str] = memo_of(self, "identity").recall(
+            (aggregate_id, aggregate_type), read)
         return identity
 
     def _depends(self, cursor: ViewCursor, scope_id: str, dependent: Node,

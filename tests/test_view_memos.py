@@ -30,6 +30,20 @@ def test_a_memo_forgets_everything_when_full() -> None:
     assert (len(memo), memo.get("k0"), memo.get("k3")) == (1, None, 3)
 
 
+def test_a_memo_recalls_what_it_read_once_and_reads_again_what_was_not_found() -> None:
+    memo: Memo[str, int] = Memo()
+    reads: list[str] = []
+
+    def read(found: int | None) -> int | None:
+        reads.append("read")
+        return found
+
+    assert memo.recall("k", lambda: read(None)) is None
+    assert memo.recall("k", lambda: read(7)) == 7  # not found before: read again
+    assert memo.recall("k", lambda: read(8)) == 7  # remembered: not read
+    assert len(reads) == 2
+
+
 def test_owners_are_remembered_as_written_and_forgotten_when_a_transaction_rolls_back(
         settings: Settings, app: Dreaming) -> None:
     app.records.create_scope(LOCAL, "s")

@@ -15,7 +15,9 @@ from eventsourcing.persistence import DataError, Tracking
 from adapters.settings import Settings
 from adapters.store.view_batches import apply_events, open_view
 from application.bootstrap import Dreaming
+from domain.policy import LOCAL
 from projections.analytics import ANALYTICS
+from projections.auto_records import AUTO_RECORDS
 from projections.base import ProjectionView
 from projections.batches import BatchAbortedError
 from projections.runs import RUNS
@@ -62,6 +64,58 @@ def test_a_batch_of_events_waits_for_fewer_answers_than_it_sends_statements(
     if spec is RUNS:
         with closing(open_view(RUNS, settings)) as runs:
             assert len(runs.list_runs("scope-f", limit=100)[0]) == RUNS_RECORDED
+
+
+RECORDS_ADDED = 30
+
+
+def test_sources_and_entries_counted_for_automatic_dreaming_wait_for_no_answer_each(
+        settings: Settings, app: Dreaming, answers: list[str]) -> None:
+    """Each Source and Memory entry adds a record and moves its scope's pending count: one
+    statement that compares the record's position with the scope's cursor in the database,
+    and a Memory's scope remembered from its creation. Reading the cursor (or the Memory)
+    first would wait for an answer per record: 60 here. The count stays what the records
+    say as records stop counting and count again."""
+    app.records.create_scope(LOCAL, "s", {"auto_dream_enabled": True})
+    app.records.create_memory(LOCAL, "s", "m", "tester")
+    for index in range(RECORDS_ADDED):
+        app.records.record_source(LOCAL, "s", "task", f"t{index}", text=f"did {index}")
+        app.records.add_entry(LOCAL, "s", "m", f"e{index}", "lesson", f"lesson {index}")
+    with closing(open_view(AUTO_RECORDS, settings)) as view:
+        waited = apply_new_events(app, view, answers)
+        assert sum(waited.values()) <= 10, waited
+        assert_pending_counted(view, 2 * RECORDS_ADDED)
+        for version in (2, 3):
+            app.records.revise_entry(LOCAL, "s", "m", "e0", "lesson", f"version {version}")
+        apply_new_events(app, view, answers)
+        assert_pending_counted(view, 2 * RECORDS_ADDED)  # the latest version counts
+        app.records.deactivate_entry(LOCAL, "s", "m", "e0")
+        app.records.withdraw_source(LOCAL, "s", "task", "t0", "mistaken")
+        apply_new_events(app, view, answers)
+        assert_pending_counted(view, 2 * RECORDS_ADDED - 2)
+        app.records.reactivate_entry(LOCAL, "s", "m", "e0")  # its current version
+        apply_new_events(app, view, answers)
+        assert_pending_counted(view, 2 * RECORDS_ADDED - 1)
+
+
+def apply_new_events(app: Dreaming, view: ProjectionView, answers: list[str]) -> Counter[str]:
+    """Apply what is new to the auto-records view: the answers that waited for."""
+    start = view.max_tracking_id(app.store.name) or 0
+    target = app.store.max_position()
+    answers.clear()
+    applied = apply_events(app.store, AUTO_RECORDS.runnable(view=view), view, target,
+                           start=start)
+    waited = Counter(answers)
+    assert applied == target - start
+    return waited
+
+
+def assert_pending_counted(view: Any, expected: int) -> None:
+    """The scope's pending count and oldest pending record agree with its records."""
+    pending = view.pending("s", 0, 1_000)
+    schedule = view.schedule_of("s")
+    assert schedule.pending == len(pending) == expected
+    assert schedule.first_pending == pending[0].position
 
 
 def a_batch_refused_by_the_server(view: ProjectionView, tracking: Tracking, *,
