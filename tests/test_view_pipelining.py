@@ -47,19 +47,23 @@ def answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return counted_waits(monkeypatch, answer_read)
 
 
-@pytest.mark.parametrize(("spec", "most"), [(RUNS, 10), (ANALYTICS, RUNS_RECORDED + 10)],
+@pytest.mark.parametrize(("spec", "most"), [(RUNS, 10), (ANALYTICS, 10)],
                          ids=["runs", "analytics"])
 def test_a_batch_of_events_waits_for_fewer_answers_than_it_sends_statements(
         settings: Settings, app: Dreaming, answers: list[str], spec: Any, most: int) -> None:
     """The runs view inserts a row per run and reads nothing; analytics inserts a run's row
     and reads the counter it adds to (then inserts that, the first time): one answer per
-    statement would be 60 and 121 here, plus the events' reads and the commit."""
+    statement would be 60 and 121 here, plus the events' reads and the commit, which is
+    answered with the batch's last statements."""
     record_runs(app, RUNS_RECORDED)
     target = app.store.max_position()
     with closing(open_view(spec, settings)) as view:
         answers.clear()
         assert apply_events(app.store, spec.runnable(view=view), view, target) == target
         assert len(answers) <= most, Counter(answers)
+        # BEGIN and COMMIT went in the pipeline: it was synced once, at its end (psycopg's
+        # transaction() inside a pipeline syncs as it begins and ends: three ends here).
+        assert answers.count("BasePipeline._exit_gen") == 1, Counter(answers)
         assert view.max_tracking_id(app.store.name) == target
     if spec is RUNS:
         with closing(open_view(RUNS, settings)) as runs:

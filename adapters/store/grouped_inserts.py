@@ -5,14 +5,16 @@ take the store's write lock in turn for a transaction of their own, with a sync 
 each commit: under load they queued for the lock, and every commit woke each read model for a
 batch of its own. Here a writer hands its events to the recorder's group
 (:mod:`adapters.store.group_commit`); whichever writer holds the turn inserts every waiting
-writer's events in one transaction, each under a savepoint of its own, and commits once.
+writer's events in one transaction and commits once.
 
 Each insert is decided exactly as alone, in the order they joined: its events, its data keys
 and its erasure's deletions, then its read-set check, which sees the inserts before it in the
 batch as it would have seen their commits. An insert refused (a version already taken, a read
-set that moved, a key another erasure destroyed first) is rolled back to its savepoint and
-told so; the others are committed. A transaction that fails as a whole fails every insert not
-refused already: none of them was stored. An insert is acknowledged only after the commit.
+set that moved, a key another erasure destroyed first) is told so and leaves nothing: on
+SQLite it is rolled back to its savepoint, on PostgreSQL the transaction is rolled back and
+the batch inserted again without it (ADR-0051); the others are committed. A transaction that
+fails as a whole fails every insert not refused already: none of them was stored. An insert
+is acknowledged only after the commit.
 """
 
 from __future__ import annotations
@@ -106,26 +108,50 @@ class GroupedSQLiteInserts(GroupedInserts):
 
 
 class GroupedPostgresInserts(GroupedInserts):
-    """PostgreSQL: one transaction, a savepoint per insert, one commit (one flush of the log)."""
+    """PostgreSQL: one transaction, one commit (one flush of the log), in one pipeline, its
+    ``BEGIN`` and ``COMMIT`` sent in it (ADR-0051): an insert waits for the server's answers
+    once, for its read-set check, and the commit once more.
+
+    No savepoints: an insert refused rolls the whole transaction back (psycopg's
+    ``rollback()``, which also forgets the statements an aborted pipeline never prepared), and
+    the batch is inserted again without it. Each insert is still decided as alone, in the
+    order they came, seeing the inserts before it; refusals are rare, and a batch has at most
+    ``MAX_BATCH`` inserts."""
 
     datastore: Any
 
     def _insert_batch(self, batch: list[Insert]) -> None:
-        inserted: list[tuple[Insert, Sequence[int] | None]] = []
-        with (self.datastore.get_connection() as conn, conn.pipeline() as pipeline,
-              conn.transaction()):
-            for insert in batch:
-                try:
-                    with conn.transaction():  # a savepoint: a refused insert leaves nothing
-                        ids = self._insert_one(conn, pipeline, insert)
-                except (psycopg.IntegrityError, ReadSetChangedError) as refused:
-                    insert.fail(IntegrityError(str(refused))
-                                if isinstance(refused, psycopg.IntegrityError) else refused)
-                else:
-                    inserted.append((insert, ids))
-        for insert, ids in inserted:
-            insert.settle(ids)
+        remaining = list(batch)
+        while remaining:
+            refused = self._insert_until_refused(remaining)
+            if refused is None:
+                return
+            del remaining[refused]  # those before it were rolled back with it: again
 
-    def _insert_one(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline,
-                    insert: Insert) -> Sequence[int] | None:
+    def _insert_until_refused(self, batch: list[Insert]) -> int | None:
+        """Insert ``batch`` in one transaction and commit it (None), or roll it back at the
+        first insert refused, failed with its error (its index)."""
+        inserted: list[Sequence[int] | None] = []
+        with (self.datastore.get_connection() as conn, conn.pipeline(),
+              conn.cursor() as transaction):
+            for index, insert in enumerate(batch):
+                try:
+                    inserted.append(
+                        self._insert_one(conn, insert, first=[b"BEGIN"] if index == 0 else []))
+                except (psycopg.IntegrityError, ReadSetChangedError) as refused:
+                    conn.rollback()
+                    insert.fail(_refusal(refused))
+                    return index
+            transaction.execute(b"COMMIT")  # answered as the pipeline ends
+        for insert, ids in zip(batch, inserted, strict=True):
+            insert.settle(ids)
+        return None
+
+    def _insert_one(self, conn: psycopg.Connection[Any], insert: Insert,
+                    first: Sequence[bytes] = ()) -> Sequence[int] | None:
         raise NotImplementedError
+
+
+def _refusal(refused: psycopg.IntegrityError | ReadSetChangedError) -> Exception:
+    """What a refused insert's writer is told: the library's error for a version taken."""
+    return IntegrityError(str(refused)) if isinstance(refused, psycopg.IntegrityError) else refused

@@ -340,10 +340,13 @@ class ReadSetPostgresApplicationRecorder(GroupedPostgresInserts, RenderedNotific
             note_head(int(rows[0]["head"]))
         return [row for row in rows if row["notification_id"] is not None]
 
-    def _insert_one(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline,
-                    insert: Insert) -> Sequence[int] | None:
-        """One insert of a batch (``GroupedPostgresInserts``), with one round trip: the lock,
-        the insert, the data keys, the erasure and the read set's versions go in one pipeline.
+    def _insert_one(self, conn: psycopg.Connection[Any], insert: Insert,
+                    first: Sequence[bytes] = ()) -> Sequence[int] | None:
+        """One insert of a batch (``GroupedPostgresInserts``), with one round trip: ``first``
+        (the transaction's ``BEGIN``, before its first insert), the lock, the insert, the data
+        keys, the erasure and the read set's versions go in one block of the pipeline, whose
+        end waits for every answer, a refusal's too (then raised: a version already taken is
+        an ``IntegrityError``), so the pipeline is usable again after it.
 
         The insert takes the table's lock itself, so the versions are read after it: no other
         writer can commit between this read and our commit, and the lock is asked for once.
@@ -354,21 +357,24 @@ class ReadSetPostgresApplicationRecorder(GroupedPostgresInserts, RenderedNotific
         read_set = {key: version for key, version in insert.read_set.items()
                     if key not in written}
         with conn.cursor() as versions, conn.cursor() as inserted, conn.cursor() as keys:
-            if stored_events:
-                self._insert_stored_events(inserted, stored_events, **insert.options)
-            elif read_set:
-                self._lock_table(versions)
-            if read_set:
-                versions.execute(self._statements["versions"], (list(read_set),), prepare=True)
-            if insert.new_keys:  # made for these events: stored with them or not at all
-                keys.executemany(self.data_keys.insert_statement,  # type: ignore[union-attr]
-                                 insert.new_keys)
-            if erase_keys:
-                keys.execute(SQL("DELETE FROM {0}.{1} WHERE key_id = ANY(%s) RETURNING key_id")
-                             .format(Identifier(self.datastore.schema), Identifier(KEYS_TABLE)),
-                             ([key_id.hex for key_id in erase_keys],))
-            # An IntegrityError (a version already taken) is raised here.
-            pipeline.sync()
+            with conn.pipeline():
+                for statement in first:
+                    keys.execute(statement)
+                if stored_events:
+                    self._insert_stored_events(inserted, stored_events, **insert.options)
+                elif read_set:
+                    self._lock_table(versions)
+                if read_set:
+                    versions.execute(self._statements["versions"], (list(read_set),),
+                                     prepare=True)
+                if insert.new_keys:  # made for these events: stored with them or not at all
+                    keys.executemany(self.data_keys.insert_statement,  # type: ignore[union-attr]
+                                     insert.new_keys)
+                if erase_keys:
+                    keys.execute(
+                        SQL("DELETE FROM {0}.{1} WHERE key_id = ANY(%s) RETURNING key_id")
+                        .format(Identifier(self.datastore.schema), Identifier(KEYS_TABLE)),
+                        ([key_id.hex for key_id in erase_keys],))
             if erase_keys:
                 _check_erased(len(keys.fetchall()), erase_keys)
             if read_set:
