@@ -16,7 +16,7 @@ from tests.server_waits import counted_waits
 
 # psycopg's own names for what a connection waits on: in a pipeline, a statement is only sent;
 # these read the server's answers (its private names, pinned by the psycopg 3 requirement).
-READS_ANSWERS = ("BasePipeline._fetch_gen", "BasePipeline._sync_gen")
+READS_ANSWERS = ("BasePipeline._fetch_gen", "BasePipeline._sync_gen", "BasePipeline._exit_gen")
 
 
 @pytest.fixture
@@ -36,8 +36,10 @@ def test_a_checked_commit_waits_once_before_committing(app: Dreaming,
     changed.change_settings({"max_items": 8})
     round_trips.clear()
     app.store.commit(changed, read=[read])
-    # The lock, the read set's versions and the insert: one answer (it was two), then COMMIT.
-    assert round_trips == ["BasePipeline._sync_gen"]
+    # BEGIN, the lock, the read set's versions and the insert: one answer as their block of the
+    # pipeline ends (it was two), then the COMMIT's as the pipeline ends (ADR-0051; psycopg's
+    # transaction() inside the pipeline waited five times more).
+    assert round_trips == ["BasePipeline._exit_gen", "BasePipeline._exit_gen"]
     assert app.records.get_scope(LOCAL, "t").version == changed.version
 
 
