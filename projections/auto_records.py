@@ -243,18 +243,22 @@ class AutoRecordsView(ProjectionView, ABC):
         count moves by those after its cursor; its oldest pending record is one index seek.
         One statement, which compares the positions with the cursor itself: a read first
         would cost a round trip on PostgreSQL for every Source and entry applied."""
+        cursor.execute(
+            self._statement(("pending", len(positions), sign),
+                            lambda: self._adjust_pending_sql(len(positions), sign)),
+            {"scope_id": scope_id, "yes": True,
+             **{f"p{i}": position for i, position in enumerate(positions)}})
+
+    def _adjust_pending_sql(self, count: int, sign: int) -> str:
         p = self.dialect.param
         scopes = self.table("_scopes")
         after_cursor = " + ".join(f"(CASE WHEN {p(f'p{i}')} > cursor_position THEN 1 ELSE 0 END)"
-                                  for i in range(len(positions)))
+                                  for i in range(count))
         moved = f"pending {'+' if sign > 0 else '-'} ({after_cursor})"
-        cursor.execute(
-            f"UPDATE {scopes} SET pending = {moved}, "
-            f"first_pending = ({self._pending_sql('MIN(position)', f'{scopes}.cursor_position')}), "
-            f"ready = ({moved} > 0 AND {moved} >= min_new) "
-            f"WHERE scope_id = {p('scope_id')} AND ({after_cursor}) > 0",
-            {"scope_id": scope_id, "yes": True,
-             **{f"p{i}": position for i, position in enumerate(positions)}})
+        oldest = self._pending_sql("MIN(position)", f"{scopes}.cursor_position")
+        return (f"UPDATE {scopes} SET pending = {moved}, first_pending = ({oldest}), "
+                f"ready = ({moved} > 0 AND {moved} >= min_new) "
+                f"WHERE scope_id = {p('scope_id')} AND ({after_cursor}) > 0")
 
     def _recount(self, cursor: ViewCursor, scope_id: str) -> None:
         """The scope's counted records after its (moved) cursor: how many, and the oldest."""

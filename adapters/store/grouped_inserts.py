@@ -140,7 +140,8 @@ class GroupedPostgresInserts(GroupedInserts):
                         self._insert_one(conn, insert, first=[b"BEGIN"] if index == 0 else []))
                 except (psycopg.IntegrityError, ReadSetChangedError) as refused:
                     conn.rollback()
-                    insert.fail(_refusal(refused))
+                    insert.fail(IntegrityError(str(refused))
+                                if isinstance(refused, psycopg.IntegrityError) else refused)
                     return index
             transaction.execute(b"COMMIT")  # answered as the pipeline ends
         for insert, ids in zip(batch, inserted, strict=True):
@@ -151,7 +152,3 @@ class GroupedPostgresInserts(GroupedInserts):
                     first: Sequence[bytes] = ()) -> Sequence[int] | None:
         raise NotImplementedError
 
-
-def _refusal(refused: psycopg.IntegrityError | ReadSetChangedError) -> Exception:
-    """What a refused insert's writer is told: the library's error for a version taken."""
-    return IntegrityError(str(refused)) if isinstance(refused, psycopg.IntegrityError) else refused
