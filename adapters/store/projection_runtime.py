@@ -41,7 +41,8 @@ from adapters.store.backoff import Backoff
 from adapters.store.foreground import Foreground
 from adapters.store.notifications import NOTIFY_POLL_SECONDS, Stoppable
 from adapters.store.persistence import projection_env, sealed_store
-from adapters.store.shared_feed import Decoded, Fetch, store_fetch
+from adapters.store.shared_feed import Decoded, Fetch, SharedFeed, store_fetch
+from adapters.store.shared_head import SharedHead, Wakeup
 from adapters.store.view_batches import apply_events, open_view
 from adapters.store.view_host import ViewLease
 from adapters.store.view_signals import view_signals
@@ -91,7 +92,7 @@ class RunningProjection(Generic[TView]):
     """A projection following its application on a background thread; a context manager."""
 
     def __init__(self, spec: ProjectionSpec[TView], settings: Settings,
-                 feed: Fetch | None = None, lease: ViewLease | None = None,
+                 feed: SharedFeed | None = None, lease: ViewLease | None = None,
                  foreground: Foreground | None = None) -> None:
         self.spec = spec
         self._foreground = foreground  # requests this process serves, which go first
@@ -107,7 +108,8 @@ class RunningProjection(Generic[TView]):
                                       if spec.application is EventStore
                                       else spec.application(env=env))
         self.app_name: str = self.app.name
-        self._fetch = feed or store_fetch(self.app)
+        self._fetch: Fetch = feed or store_fetch(self.app)
+        self._head = feed.head if feed else SharedHead()  # shared by the process's runners
         self.view: TView = open_view(spec, settings)
         self._projection = spec.runnable(view=self.view)
         self._position = self.view.max_tracking_id(self.app_name) or 0
@@ -116,7 +118,7 @@ class RunningProjection(Generic[TView]):
         self._changed = Condition()  # guards _position and _status; notified when they change
         self._status = ProjectionStatus(healthy=True)
         self._failing_since = 0.0
-        self._wakeup = Event()  # something new may be in the store
+        self._wakeup = Wakeup()  # something new may be in the store
         self._urgent = Event()  # and a reader waits for it
         self._stopping = Event()
         self._signals = view_signals(self.app.recorder, settings.data_dir)
@@ -157,6 +159,9 @@ class RunningProjection(Generic[TView]):
 
     def head(self) -> int:
         """The last notification id the application has recorded (0: none yet)."""
+        return self._head.since(monotonic(), self._own_head)
+
+    def _own_head(self) -> int:
         return self.app.recorder.max_notification_id() or 0
 
     def lag(self) -> int:
@@ -256,12 +261,14 @@ class RunningProjection(Generic[TView]):
         """Apply what is new, sleep until woken or the poll is due; on an error, back off."""
         backoff = Backoff(FIRST_RETRY_SECONDS)
         while not self._stopping.is_set():
+            woken = self._wakeup.is_set()
             self._wakeup.clear()  # a wake-up from now on triggers another round
             self._urgent.clear()
+            began = self._wakeup.last_set if woken else monotonic()  # see ADR-0052
             try:
                 self._elect()
                 if self._hosting:
-                    self._catch_up()
+                    self._catch_up(began)
                 else:
                     self._observe()
             except Exception as error:  # store trouble or a bug: report it, retry, never stop
@@ -328,14 +335,15 @@ class RunningProjection(Generic[TView]):
         if position > self._position:
             self._advance(position)
 
-    def _catch_up(self) -> None:
+    def _catch_up(self, began: float) -> None:
         if not self._status.healthy:  # a failed batch may have committed: trust the view
             self._owed = None
             self._advance(self.view.max_tracking_id(self.app_name) or 0)
         # Taken before the head is read: an ask arriving later is answered next round.
         asked = self._follower_waits.is_set()
         self._follower_waits.clear()
-        head = self.app.recorder.max_notification_id() or 0
+        # A follower's ask needs a head read after it; a wake-up, one after the round began.
+        head = self._head.since(monotonic() if asked else began, self._own_head)
         # "Applied" is said when a follower asked, and by every batch of a view other
         # processes act on (workers claim from the runs view); not per commit otherwise.
         says_applied = asked or self.spec.announced
@@ -477,7 +485,7 @@ class RunningProjection(Generic[TView]):
 
 
 def start_projection(spec: ProjectionSpec[TView], settings: Settings,
-                     feed: Fetch | None = None, lease: ViewLease | None = None,
+                     feed: SharedFeed | None = None, lease: ViewLease | None = None,
                      foreground: Foreground | None = None) -> RunningProjection[TView]:
     """Start following the write model from the view's tracking position (through ``feed``,
     a :class:`SharedFeed` of the process, when given). With a ``lease`` the runner applies

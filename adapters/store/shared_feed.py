@@ -12,6 +12,7 @@ from eventsourcing.persistence import Tracking
 
 from adapters.settings import Settings
 from adapters.store.persistence import open_store
+from adapters.store.shared_head import SharedHead
 
 Decoded = tuple[Any, Tracking]  # a domain event and its position
 Fetch = Callable[[int, int, int], list[Decoded]]  # after, up to (inclusive), at most
@@ -36,12 +37,14 @@ def store_fetch(app: Application[Any]) -> Fetch:
 class SharedFeed:
     """Notifications read and decoded once for every view of a process: the first runner to
     ask fetches them, the others (usually a moment behind) take them from here. A runner far
-    behind what is held reads the store itself, so it never evicts what the others need."""
+    behind what is held reads the store itself, so it never evicts what the others need.
+    The store's head is read once for the runners that ask at about the same time (``head``)."""
 
     def __init__(self, settings: Settings, keep: int = FEED_KEEP_EVENTS) -> None:
         # One reader at a time; Source and entry text left sealed (no view reads it).
         self.app: Application[Any] = open_store(settings, warm=1, for_views=True)
         self._fetch = store_fetch(self.app)
+        self.head = SharedHead()
         self._keep = keep
         self._lock = Lock()
         self._ids: list[int] = []
