@@ -163,6 +163,22 @@ def test_a_wakeup_remembers_when_it_was_last_set() -> None:
     assert wakeup.last_set >= before
 
 
+def test_of_wakeups_set_at_once_the_latest_is_remembered() -> None:
+    wakeup, befores = Wakeup(), []
+
+    def setter() -> None:
+        for _ in range(500):
+            befores.append(monotonic())
+            wakeup.set()
+
+    threads = [threading.Thread(target=setter) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert wakeup.last_set >= max(befores)
+
+
 def test_the_views_of_a_process_woken_by_one_commit_share_its_head_read(
         settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_dreaming(settings)

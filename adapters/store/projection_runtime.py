@@ -342,7 +342,7 @@ class RunningProjection(Generic[TView]):
         # Taken before the head is read: an ask arriving later is answered next round.
         asked = self._follower_waits.is_set()
         self._follower_waits.clear()
-        # A follower's ask needs a head read after it; a wake-up, one after the round began.
+        # A follower's ask needs a head read begun after it; a woken round, after its wake-up.
         head = self._head.since(monotonic() if asked else began, self._own_head)
         # "Applied" is said when a follower asked, and by every batch of a view other
         # processes act on (workers claim from the runs view); not per commit otherwise.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from threading import Condition, Event
+from threading import Condition, Event, Lock
 from time import monotonic
 
 
@@ -61,7 +61,9 @@ class Wakeup(Event):
     def __init__(self) -> None:
         super().__init__()
         self.last_set = -math.inf
+        self._stamping = Lock()  # two setters at once: the later time is the one kept
 
     def set(self) -> None:
-        self.last_set = monotonic()
+        with self._stamping:
+            self.last_set = monotonic()
         super().set()
