@@ -181,6 +181,8 @@ def test_of_wakeups_set_at_once_the_latest_is_remembered() -> None:
 
 def test_the_views_of_a_process_woken_by_one_commit_share_its_head_read(
         settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    if settings.database_url is None:
+        pytest.skip("SQLite announces no commit to the runners: they poll, or readers hurry them")
     app = open_dreaming(settings)
     recorder_class = type(app.store.recorder)
     reads = [0]
@@ -202,13 +204,14 @@ def test_the_views_of_a_process_woken_by_one_commit_share_its_head_read(
                 app.store.commit(DreamRun.accept("scope-h", f"run-{index}", "alice", request,
                                                  Budget(), "prompt-v1", T0))
                 head = app.store.max_position()
-                for projection in running:  # as a commit hint wakes them (PostgreSQL)
-                    projection.wake()
-                for projection in running:
-                    projection.wait(head, timeout=30)
+                # The commit's NOTIFY wakes every runner; nobody waits (a wait would hurry).
+                deadline = monotonic() + 30
+                while min(projection.position() for projection in running) < head:
+                    assert monotonic() < deadline, "the runners did not apply the commit"
+                    sleep(0.005)
         finally:
             for projection in running:
                 projection.stop()
-    # Each view reading the head itself took a read per view and commit or more (195 here,
-    # against 63 shared).
+    # Each view reading the head itself took a read per view and commit or more (180 here,
+    # against 43 shared).
     assert reads[0] <= commits * len(READ_MODELS) * 0.6, reads[0]

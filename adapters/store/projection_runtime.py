@@ -261,7 +261,7 @@ class RunningProjection(Generic[TView]):
         """Apply what is new, sleep until woken or the poll is due; on an error, back off."""
         backoff = Backoff(FIRST_RETRY_SECONDS)
         while not self._stopping.is_set():
-            woken = self._wakeup.is_set()
+            woken = self._wakeup.is_set() and not self._urgent.is_set()  # hints alone
             self._wakeup.clear()  # a wake-up from now on triggers another round
             self._urgent.clear()
             began = self._wakeup.last_set if woken else monotonic()  # see ADR-0052

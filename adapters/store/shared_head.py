@@ -1,10 +1,10 @@
 """The store's head read once for the view runners of a process that ask at about the same time.
 
-A runner's round needs a head that covers every commit whose announcement woke it (a commit
-hint, a reader waiting on the view after its write); a round no one woke, one that covers every
-commit made before it began. A read of the head that began after those moments covers them,
-whoever started it. A commit wakes every runner of the process, so the runners it woke share
-one read instead of taking one each (ADR-0052).
+A runner's round that commit hints alone woke needs a head that covers every commit they
+announced; any other round (a poll, a reader's hurry), one that covers every commit made
+before it began. A read of the head that began after those moments covers them, whoever
+started it. A commit wakes every runner of the process, so the runners it woke share one read
+instead of taking one each (ADR-0052).
 """
 
 from __future__ import annotations
