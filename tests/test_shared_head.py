@@ -43,6 +43,23 @@ class Store:
             return self.head
 
 
+class HeldRead:
+    """A read that says it has begun, then answers ``answer()`` once released."""
+
+    def __init__(self, answer: Callable[[], int]) -> None:
+        self.answer = answer
+        self.begun, self.released = threading.Event(), threading.Event()
+
+    def __call__(self) -> int:
+        self.begun.set()
+        assert self.released.wait(5)
+        return self.answer()
+
+
+def unreachable() -> int:
+    raise ConnectionError("store unreachable")
+
+
 def in_thread(work: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
     answer: list[object] = []
     thread = threading.Thread(target=lambda: answer.append(work()))
@@ -51,21 +68,15 @@ def in_thread(work: Callable[[], object]) -> tuple[threading.Thread, list[object
 
 
 def test_callers_that_asked_before_a_read_began_share_it() -> None:
-    shared, store, reading, release = SharedHead(), Store(), threading.Event(), threading.Event()
+    shared, store = SharedHead(), Store()
     store.commit()
-    asked = monotonic()
-
-    def slow_read() -> int:
-        reading.set()
-        release.wait(5)
-        return store.read()
-
-    first, first_answer = in_thread(lambda: shared.since(asked, slow_read))
-    assert reading.wait(5)
+    asked, held = monotonic(), HeldRead(store.read)
+    first, first_answer = in_thread(lambda: shared.since(asked, held))
+    assert held.begun.wait(5)
     second, second_answer = in_thread(lambda: shared.since(asked, store.read))
     sleep(0.05)  # the second caller is waiting for the read in flight, not reading
     assert store.reads == 0
-    release.set()
+    held.released.set()
     first.join(5)
     second.join(5)
     assert first_answer == second_answer == [1]
@@ -75,19 +86,14 @@ def test_callers_that_asked_before_a_read_began_share_it() -> None:
 
 
 def test_a_caller_that_asked_after_a_read_began_reads_again_and_sees_what_came_before() -> None:
-    shared, store, reading, release = SharedHead(), Store(), threading.Event(), threading.Event()
-
-    def slow_read() -> int:
-        value = store.read()
-        reading.set()
-        release.wait(5)
-        return value
-
-    first, first_answer = in_thread(lambda: shared.since(monotonic(), slow_read))
-    assert reading.wait(5)
+    shared, store = SharedHead(), Store()
+    seen = store.read()
+    held = HeldRead(lambda: seen)  # answers what the store held as it began
+    first, first_answer = in_thread(lambda: shared.since(monotonic(), held))
+    assert held.begun.wait(5)
     store.commit()  # after the first read looked: only a read begun later sees it
     assert shared.since(monotonic(), store.read) == 1
-    release.set()
+    held.released.set()
     first.join(5)
     assert first_answer == [0]
     assert store.reads == 2
@@ -95,24 +101,19 @@ def test_a_caller_that_asked_after_a_read_began_reads_again_and_sees_what_came_b
 
 
 def test_when_the_read_in_flight_fails_a_caller_waiting_on_it_reads_itself() -> None:
-    shared, store, reading, release = SharedHead(), Store(), threading.Event(), threading.Event()
+    shared, store = SharedHead(), Store()
     store.commit()
-    asked = monotonic()
-
-    def failing_read() -> int:
-        reading.set()
-        release.wait(5)
-        raise ConnectionError("store unreachable")
+    asked, held = monotonic(), HeldRead(unreachable)
 
     def first_caller() -> None:
         with pytest.raises(ConnectionError):
-            shared.since(asked, failing_read)
+            shared.since(asked, held)
 
     first, _ = in_thread(first_caller)
-    assert reading.wait(5)
+    assert held.begun.wait(5)
     second, second_answer = in_thread(lambda: shared.since(asked, store.read))
     sleep(0.05)
-    release.set()
+    held.released.set()
     first.join(5)
     second.join(5)
     assert second_answer == [1]
